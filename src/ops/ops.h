@@ -1,0 +1,85 @@
+// The op interface every backend implements. Models call ops only through this
+// interface, so the CPU reference (ops/reference_ops.h, the test oracle), the fast CPU
+// backend (backends/cpu) and the CUDA backend are interchangeable beneath them.
+//
+// Conventions: all activations are row-major f32 on the CPU backends ([tokens, features]);
+// weights may be f32, bf16 or f16 (the backend upcasts as it computes). Outputs are
+// written into caller-allocated tensors of the stated shape and are fully overwritten.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/tensor.h"
+
+namespace loom::ops {
+
+using core::Tensor;
+
+// Describes a batch of sequences whose new tokens are flattened into one token
+// dimension, with KV history in a paged cache (vLLM / FlashInfer style).
+//   sequence s owns query rows [q_indptr[s], q_indptr[s+1]) of q/out;
+//   its context (history + the new tokens) has kv_lens[s] tokens;
+//   its new tokens sit at positions kv_lens[s] - q_len .. kv_lens[s]-1;
+//   token t of its context lives in block block_table[s * max_blocks_per_seq + t / block_size],
+//   slot t % block_size.
+struct PagedAttentionParams {
+  std::span<const int32_t> q_indptr;     // [num_seqs + 1]
+  std::span<const int32_t> kv_lens;      // [num_seqs]
+  std::span<const int32_t> block_table;  // [num_seqs * max_blocks_per_seq]
+  int32_t max_blocks_per_seq = 0;
+  int32_t block_size = 16;
+  float scale = 1.0f;          // usually 1/sqrt(head_dim)
+  bool causal = true;          // query i may see context positions <= its own
+  int32_t sliding_window = 0;  // 0 = unlimited; else keys with pos > qpos - window
+};
+
+// Rotary embedding layout: Qwen/Llama "rotate_half" (NeoX) style: dims [0, rot/2) pair
+// with [rot/2, rot). cos/sin tables are [max_positions, rot/2].
+struct RopeParams {
+  int32_t rotary_dim = 0;  // <= head_dim; dims beyond rotary_dim pass through
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual const char* name() const = 0;
+
+  // out[t, :] = table[ids[t], :]; table [vocab, hidden] (f32/bf16/f16), out [T, hidden] f32.
+  virtual void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
+
+  // y[M, N] = x[M, K] @ w[N, K]^T (+ bias[N] if defined). x, y f32; w f32/bf16/f16.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) = 0;
+
+  // y = x / sqrt(mean(x^2) + eps) * weight, row-wise over the last dim. x, y [T, H].
+  // y may alias x.
+  virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) = 0;
+
+  // Fused residual: residual += x; y = rms_norm(residual). residual, x, y [T, H].
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                            Tensor& y) = 0;
+
+  // In place on x [T, heads, head_dim]: rotate each head at positions[t] using cos/sin
+  // tables [max_pos, rotary_dim/2] (f32).
+  virtual void rope(Tensor& x, std::span<const int32_t> positions, const Tensor& cos, const Tensor& sin,
+                    const RopeParams& p) = 0;
+
+  // gate_up [T, 2*I] = [gate | up] -> out [T, I] = silu(gate) * up.
+  virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;
+
+  // a += b (same shape, f32).
+  virtual void add_inplace(Tensor& a, const Tensor& b) = 0;
+
+  // Writes k/v rows [T, kv_heads, head_dim] into the paged caches
+  // [num_blocks, block_size, kv_heads, head_dim] at flat slots slot_mapping[t]
+  // (= block * block_size + offset).
+  virtual void write_kv(const Tensor& k, const Tensor& v, std::span<const int32_t> slot_mapping,
+                        Tensor& k_cache, Tensor& v_cache) = 0;
+
+  // q [T, q_heads, head_dim], caches as in write_kv (already holding the new tokens),
+  // out [T, q_heads, head_dim]. GQA: q head h reads kv head h / (q_heads / kv_heads).
+  virtual void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                               const PagedAttentionParams& p, Tensor& out) = 0;
+};
+
+}  // namespace loom::ops
