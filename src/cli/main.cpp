@@ -1,7 +1,17 @@
-#include <cstdio>
-#include <cstring>
+// `loom`: the command-line entry point. Subcommands live in their own files.
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
-  std::printf("usage: loom <command> [options]\n");
-  return argc > 1 && std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
+  CLI::App app{"Loom: an inference engine for Qwen-family omni and vision-language models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string(loom::cli::kVersion));
+  loom::cli::add_generate_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return loom::cli::last_exit_code();
 }

@@ -23,6 +23,7 @@ class CheckFailure {
 // Lets `cond ? (void)0 : Voidify() & CheckFailure(...) << x` type-check.
 struct CheckVoidify {
   void operator&(CheckFailure&) {}
+  void operator&(CheckFailure&&) {}
 };
 
 }  // namespace loom::core

@@ -45,6 +45,11 @@ class Ops {
   virtual ~Ops() = default;
   virtual const char* name() const = 0;
 
+  // Allocates an uninitialised tensor on this backend's device (activations, KV caches).
+  virtual Tensor empty(const core::Shape& shape, core::DType dtype) { return Tensor::empty(shape, dtype); }
+  // The dtype activations and KV caches are kept in on this backend (f32 on the CPU).
+  virtual core::DType activation_dtype() const { return core::DType::kF32; }
+
   // out[t, :] = table[ids[t], :]; table [vocab, hidden] (f32/bf16/f16), out [T, hidden] f32.
   virtual void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
 

@@ -1,0 +1,64 @@
+// The interface the engine drives: one forward over a batch of sequences whose new tokens
+// are flattened into one token dimension, with KV history in paged caches (ops/ops.h).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "models/config/model_config.h"
+#include "ops/ops.h"
+
+namespace loom::models {
+
+// One decoder layer's paged KV memory: [num_blocks, block_size, kv_heads, head_dim] each.
+// Owned by the runner (engine); models only read and write through block tables.
+struct LayerKv {
+  core::Tensor k;
+  core::Tensor v;
+};
+
+struct ForwardBatch {
+  std::vector<int32_t> token_ids;     // [T] new tokens of every sequence, sequence after sequence
+  std::vector<int32_t> positions;     // [T] position of each token in its sequence
+  std::vector<int32_t> slot_mapping;  // [T] flat KV slot (block * block_size + offset) per token
+  std::vector<int32_t> q_indptr;      // [S + 1]
+  std::vector<int32_t> kv_lens;       // [S] context length after this step
+  std::vector<int32_t> block_table;   // [S * max_blocks_per_seq]
+  int32_t max_blocks_per_seq = 0;
+  int32_t block_size = 16;
+  std::vector<int32_t> logits_rows;   // token rows (into [T]) whose logits are wanted, in order
+};
+
+// Called with every named intermediate tensor ("embed", "blk.3.out", "final_norm", ...) when
+// set; lets a run be compared with transformers layer by layer.
+using DumpHook = std::function<void(std::string_view name, const core::Tensor& t)>;
+
+// Weight storage on the CPU: keep the checkpoint's dtype, or upcast to f32 at load.
+enum class WeightDType { kAuto, kF32, kBF16 };
+
+struct LoadOptions {
+  WeightDType weight_dtype = WeightDType::kAuto;
+};
+
+class CausalLM {
+ public:
+  virtual ~CausalLM() = default;
+  virtual const TextConfig& text_config() const = 0;
+  // KV heads and head_dim of the paged caches this model needs per layer.
+  virtual int64_t num_layers() const = 0;
+  virtual int64_t num_kv_heads() const = 0;
+  virtual int64_t head_dim() const = 0;
+  virtual int64_t vocab_size() const = 0;
+  // Allocates paged KV memory on the model's device, in its activation dtype.
+  virtual std::vector<LayerKv> allocate_kv(int64_t num_blocks, int32_t block_size) = 0;
+  // Runs the batch; writes logits [logits_rows.size(), vocab] (f32) into `logits`.
+  virtual core::Status forward(const ForwardBatch& batch, std::vector<LayerKv>& kv, core::Tensor& logits,
+                               const DumpHook* dump = nullptr) = 0;
+};
+
+}  // namespace loom::models

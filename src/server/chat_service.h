@@ -1,0 +1,60 @@
+// Runs chat requests end to end against one loaded model folder: chat template -> prompt
+// ids -> engine (continuous batching) -> text, logprobs and finish reasons. Used by
+// `loom generate` and by the HTTP server.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/engine.h"
+#include "models/config/generation_config.h"
+#include "models/config/model_config.h"
+#include "ops/ops.h"
+#include "server/openai_protocol.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace loom::server {
+
+struct ServiceOptions {
+  std::string model_dir;
+  std::string served_model_name;  // empty: the folder's name
+  std::string device = "cpu";     // cpu (cuda arrives with the CUDA backend)
+  models::WeightDType weight_dtype = models::WeightDType::kAuto;
+  int threads = 0;                // 0: all cores
+  engine::EngineConfig engine;
+};
+
+class ChatService {
+ public:
+  static core::Expected<std::unique_ptr<ChatService>> load(const ServiceOptions& options);
+  ~ChatService();
+
+  // Applies the model's chat template to the request's messages.
+  core::Expected<std::string> render_prompt(const ChatRequest& req) const;
+  // Runs one request to completion. on_delta (optional) sees every step's output per choice.
+  using DeltaCallback = std::function<void(int choice, const engine::SequenceOutput&)>;
+  core::Expected<ChatResult> complete(const ChatRequest& req, const DeltaCallback& on_delta = {});
+
+  const text::Tokenizer& tokenizer() const { return *tokenizer_; }
+  const std::string& model_name() const { return model_name_; }
+  const engine::SamplingDefaults& sampling_defaults() const { return defaults_; }
+  engine::Engine& engine() { return *engine_; }
+
+ private:
+  ChatService() = default;
+
+  std::string model_name_;
+  models::ModelConfig config_;
+  std::unique_ptr<text::Tokenizer> tokenizer_;
+  std::unique_ptr<text::ChatTemplate> template_;
+  bool template_takes_parts_ = true;  // whether the template iterates over content parts
+  engine::SamplingDefaults defaults_;
+  std::unique_ptr<ops::Ops> ops_;
+  std::unique_ptr<engine::Engine> engine_;
+};
+
+}  // namespace loom::server
