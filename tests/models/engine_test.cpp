@@ -146,9 +146,10 @@ TEST(Engine, ContinuousBatchingMatchesSequentialRuns) {
     int64_t kv_tokens;
   };
   // Chunked prefill (budget 7) with block size 1; block size 16 with a budget that batches
-  // prefill and decode together; a KV cache small enough to force preemption.
+  // prefill and decode together; a KV cache (35 blocks of 4) that admits all four prompts
+  // (33 blocks) but not their growth, which forces preemption and recomputation.
   for (const Variant v : {Variant{"chunked_bs1", 1, 7, 0}, Variant{"mixed_bs16", 16, 64, 0},
-                          Variant{"preempting", 4, 2048, 112}}) {
+                          Variant{"preempting", 4, 2048, 140}}) {
     engine::EngineConfig cfg;
     cfg.block_size = v.block_size;
     cfg.scheduler.max_num_batched_tokens = v.budget;
