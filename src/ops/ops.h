@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 
 #include "core/tensor.h"
@@ -49,6 +50,17 @@ class Ops {
   virtual Tensor empty(const core::Shape& shape, core::DType dtype) { return Tensor::empty(shape, dtype); }
   // The dtype activations and KV caches are kept in on this backend (f32 on the CPU).
   virtual core::DType activation_dtype() const { return core::DType::kF32; }
+
+  // Moves a host tensor (a weight, as loaded) to this backend's device; the CPU returns it as is.
+  virtual Tensor upload(const Tensor& host) { return host; }
+  // A host copy of a tensor of this backend (the CPU returns it as is).
+  virtual Tensor to_host(const Tensor& t) { return t; }
+
+  // Index arrays (token ids, positions, slot mappings, indptr, block tables) reach ops as host
+  // spans. A forward announces all of them here first, once; a device backend uploads them in
+  // one go and maps the same spans to their device copies in the calls that follow. The spans
+  // must stay alive and unchanged until the next prepare_indices call.
+  virtual void prepare_indices(std::initializer_list<std::span<const int32_t>> arrays) {}
 
   // out[t, :] = table[ids[t], :]; table [vocab, hidden] (f32/bf16/f16), out [T, hidden] f32.
   virtual void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;

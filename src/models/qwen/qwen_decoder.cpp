@@ -131,6 +131,17 @@ class QwenCausalLM final : public CausalLM {
     }
     LOOM_ASSIGN_OR_RETURN(rope_, make_rope_tables(cfg_.rope, D, cfg_.max_position_embeddings,
                                                   std::max<int64_t>(cfg_.max_position_embeddings, 1)));
+    // Everything to the backend's device (a no-op on the CPU).
+    auto up = [this](Tensor& t) {
+      if (t.defined()) t = ops_.upload(t);
+    };
+    for (Tensor* t : {&embed_, &final_norm_, &rope_.cos, &rope_.sin}) up(*t);
+    lm_head_ = cfg_.tie_word_embeddings ? embed_ : ops_.upload(lm_head_);
+    for (auto& L : layers_) {
+      for (Tensor* t : {&L.input_norm, &L.post_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
+                        &L.k_norm, &L.w_gate_up, &L.w_down})
+        up(*t);
+    }
     return {};
   }
 
@@ -172,6 +183,8 @@ class QwenCausalLM final : public CausalLM {
       if (dump != nullptr && *dump) (*dump)(name, t);
     };
 
+    ops_.prepare_indices({b.token_ids, b.positions, b.slot_mapping, b.q_indptr, b.kv_lens, b.block_table,
+                          b.logits_rows});
     ops::PagedAttentionParams attn;
     attn.q_indptr = b.q_indptr;
     attn.kv_lens = b.kv_lens;
@@ -237,13 +250,15 @@ class QwenCausalLM final : public CausalLM {
 
     const auto n = static_cast<int64_t>(b.logits_rows.size());
     for (int32_t r : b.logits_rows) LOOM_CHECK(r >= 0 && r < T) << "logits row " << r << " of " << T;
-    if (logits.numel() != n * cfg_.vocab_size || logits.dtype() != DType::kF32)
-      logits = ops_.empty({n, cfg_.vocab_size}, DType::kF32);
-    logits = logits.reshape({n, cfg_.vocab_size});
-    if (n == 0) return {};
+    if (n == 0) {
+      logits = Tensor::empty({0, cfg_.vocab_size}, DType::kF32);
+      return {};
+    }
     Tensor rows = ops_.empty({n, H}, act_dt);
     ops_.embedding(h, b.logits_rows, rows);  // gathers the rows whose logits are wanted
-    ops_.linear(rows, lm_head_, none, logits);
+    Tensor out = ops_.empty({n, cfg_.vocab_size}, DType::kF32);
+    ops_.linear(rows, lm_head_, none, out);
+    logits = ops_.to_host(out);  // [n, vocab] f32 on the host, for the sampler
     return {};
   }
 
