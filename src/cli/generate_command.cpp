@@ -32,6 +32,7 @@ struct GenerateArgs {
   int threads = 0;
   int64_t max_model_len = 0;
   int max_tokens = 256;
+  bool profile = false;
   double temperature = -1;
   int64_t seed = -1;
 };
@@ -67,10 +68,15 @@ core::Expected<std::unique_ptr<server::ChatService>> load_service(const Generate
   opt.threads = a.threads;
   opt.served_model_name = a.served_model_name;
   opt.engine.max_model_len = a.max_model_len;
-  if (a.dtype == "auto") opt.weight_dtype = models::WeightDType::kAuto;
-  else if (a.dtype == "f32") opt.weight_dtype = models::WeightDType::kF32;
-  else if (a.dtype == "bf16") opt.weight_dtype = models::WeightDType::kBF16;
-  else return core::invalid_argument("--dtype must be auto, f32 or bf16");
+  opt.profile = a.profile;
+  if (a.dtype == "auto")
+    opt.weight_dtype = models::WeightDType::kAuto;
+  else if (a.dtype == "f32")
+    opt.weight_dtype = models::WeightDType::kF32;
+  else if (a.dtype == "bf16")
+    opt.weight_dtype = models::WeightDType::kBF16;
+  else
+    return core::invalid_argument("--dtype must be auto, f32 or bf16");
   return server::ChatService::load(opt);
 }
 
@@ -83,9 +89,9 @@ int run_request(const GenerateArgs& a) {
   auto req = server::parse_chat_request(*body, svc.sampling_defaults());
   if (!req.ok()) return fail(req.status(), true);
   const std::string id = server::new_completion_id();
-  const int64_t created = std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
+  const int64_t created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
   const std::string name = req->model.empty() ? svc.model_name() : req->model;
 
   if (!req->stream) {
@@ -105,8 +111,8 @@ int run_request(const GenerateArgs& a) {
     if (req->logprobs) {
       json content = json::array();
       for (const auto& s : o.new_samples)
-        content.push_back(server::logprob_entry(svc.tokenizer(), s, req->return_tokens_as_token_ids,
-                                                req->top_logprobs));
+        content.push_back(
+            server::logprob_entry(svc.tokenizer(), s, req->return_tokens_as_token_ids, req->top_logprobs));
       logprobs = {{"content", content}};
     }
     json delta = {{"content", o.new_text}};
@@ -128,7 +134,10 @@ int run_request(const GenerateArgs& a) {
           {"created", created},
           {"model", name},
           {"choices", json::array()},
-          {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}}});
+          {"usage",
+           {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion}}}});
   }
   std::cout << "data: [DONE]\n\n" << std::flush;
   return 0;
@@ -160,17 +169,24 @@ int run_prompt(const GenerateArgs& a) {
   const auto t1 = std::chrono::steady_clock::now();
   const double ttft = std::chrono::duration<double>(first - t0).count();
   const double decode = std::chrono::duration<double>(t1 - first).count();
-  std::fprintf(stderr, "[%zu prompt tokens, %lld generated, TTFT %.1f ms, %.2f tokens/s decode, finish: %s]\n",
-               result->prompt_token_ids.size(), static_cast<long long>(tokens), ttft * 1e3,
-               tokens > 1 ? static_cast<double>(tokens - 1) / decode : 0.0,
-               result->choices[0].finish_reason.c_str());
+  std::fprintf(
+      stderr, "[%zu prompt tokens, %lld generated, TTFT %.1f ms, %.2f tokens/s decode, finish: %s]\n",
+      result->prompt_token_ids.size(), static_cast<long long>(tokens), ttft * 1e3,
+      tokens > 1 ? static_cast<double>(tokens - 1) / decode : 0.0, result->choices[0].finish_reason.c_str());
+  if (a.profile)
+    std::fprintf(stderr, "%s(wall %.1f ms from request to last token)\n", svc.profile_report().c_str(),
+                 std::chrono::duration<double>(t1 - t0).count() * 1e3);
   return 0;
 }
 
 }  // namespace
 
-int last_exit_code() { return g_exit_code; }
-void set_exit_code(int code) { g_exit_code = code; }
+int last_exit_code() {
+  return g_exit_code;
+}
+void set_exit_code(int code) {
+  g_exit_code = code;
+}
 
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
@@ -185,13 +201,16 @@ void add_generate_command(CLI::App& app) {
   request->excludes(prompt);
   cmd->add_option("--system", args->system, "System message for --prompt")->needs(prompt);
   cmd->add_option("--max-tokens", args->max_tokens, "Most tokens to generate with --prompt")->needs(prompt);
-  cmd->add_option("--temperature", args->temperature, "Sampling temperature for --prompt (default: the model's)")
+  cmd->add_option("--temperature", args->temperature,
+                  "Sampling temperature for --prompt (default: the model's)")
       ->needs(prompt);
   cmd->add_option("--seed", args->seed, "Sampling seed for --prompt")->needs(prompt);
   cmd->add_option("--device", args->device, "cpu (cuda with the CUDA backend)")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "Weight storage: auto (as stored), f32 or bf16")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Weight storage: auto (as stored), f32 or bf16")
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--max-model-len", args->max_model_len, "Context length (0: the model's)");
+  cmd->add_flag("--profile", args->profile, "Print where the time went, per op (with --prompt)");
   cmd->add_option("--served-model-name", args->served_model_name, "Model name in responses");
   cmd->callback([args, request, prompt]() {
     if (request->count() == 0 && prompt->count() == 0) throw CLI::RequiredError("--request or --prompt");

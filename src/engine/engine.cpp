@@ -12,7 +12,9 @@ struct Engine::SeqState {
 
   SeqState(const text::Tokenizer& tok, const SamplingParams& params, std::span<const int32_t> eos,
            int32_t max_new_tokens, uint64_t rng_index)
-      : rng(params.seed, rng_index), detok(tok, /*skip_special_tokens=*/true), stop(params, eos, max_new_tokens) {}
+      : rng(params.seed, rng_index),
+        detok(tok, /*skip_special_tokens=*/true),
+        stop(params, eos, max_new_tokens) {}
 };
 
 namespace {
@@ -60,8 +62,9 @@ core::Expected<int64_t> Engine::add_sequence(std::vector<int32_t> prompt_ids, co
       return core::invalid_argument("prompt token id " + std::to_string(id) + " is outside the vocabulary");
 
   const int64_t id = next_id_++;
-  auto state = std::make_unique<SeqState>(tokenizer_, params, config_.eos_token_ids,
-                                          static_cast<int32_t>(config_.max_model_len - prompt_len), rng_index);
+  auto state =
+      std::make_unique<SeqState>(tokenizer_, params, config_.eos_token_ids,
+                                 static_cast<int32_t>(config_.max_model_len - prompt_len), rng_index);
   state->seq.id = id;
   state->seq.tokens = std::move(prompt_ids);
   state->seq.prompt_len = prompt_len;
@@ -91,7 +94,8 @@ core::Expected<std::vector<SequenceOutput>> Engine::step() {
   models::ForwardBatch batch;
   batch.block_size = config_.block_size;
   int32_t max_blocks = 0;
-  for (const auto& s : plan.scheduled) max_blocks = std::max(max_blocks, static_cast<int32_t>(s.seq->blocks.size()));
+  for (const auto& s : plan.scheduled)
+    max_blocks = std::max(max_blocks, static_cast<int32_t>(s.seq->blocks.size()));
   batch.max_blocks_per_seq = max_blocks;
   batch.q_indptr.push_back(0);
   std::vector<const ScheduledSeq*> sampling;
@@ -106,8 +110,8 @@ core::Expected<std::vector<SequenceOutput>> Engine::step() {
     batch.q_indptr.push_back(static_cast<int32_t>(batch.token_ids.size()));
     batch.kv_lens.push_back(static_cast<int32_t>(seq.num_computed + s.num_tokens));
     for (int32_t i = 0; i < max_blocks; ++i)
-      batch.block_table.push_back(i < static_cast<int32_t>(seq.blocks.size()) ? seq.blocks[static_cast<size_t>(i)]
-                                                                               : 0);
+      batch.block_table.push_back(
+          i < static_cast<int32_t>(seq.blocks.size()) ? seq.blocks[static_cast<size_t>(i)] : 0);
     if (s.samples()) {
       batch.logits_rows.push_back(batch.q_indptr.back() - 1);
       sampling.push_back(&s);

@@ -25,8 +25,8 @@ namespace loom::engine {
 
 struct EngineConfig {
   int32_t block_size = 16;
-  int64_t max_model_len = 0;       // 0 => the model's max_position_embeddings
-  int64_t kv_cache_tokens = 0;     // KV capacity in tokens; 0 => max(max_model_len, 8192)
+  int64_t max_model_len = 0;    // 0 => the model's max_position_embeddings
+  int64_t kv_cache_tokens = 0;  // KV capacity in tokens; 0 => max(max_model_len, 8192)
   SchedulerConfig scheduler;
   std::vector<int32_t> eos_token_ids;
 };

@@ -19,7 +19,7 @@ struct Sequence {
   int64_t num_computed = 0;     // tokens whose KV is in the cache
   std::vector<int32_t> blocks;  // KV blocks, in order
   SamplingParams params;
-  int64_t max_len = 0;          // stop with "length" when tokens.size() reaches this
+  int64_t max_len = 0;  // stop with "length" when tokens.size() reaches this
 
   int64_t total_len() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return total_len() - prompt_len; }

@@ -31,7 +31,7 @@ struct ForwardBatch {
   std::vector<int32_t> block_table;   // [S * max_blocks_per_seq]
   int32_t max_blocks_per_seq = 0;
   int32_t block_size = 16;
-  std::vector<int32_t> logits_rows;   // token rows (into [T]) whose logits are wanted, in order
+  std::vector<int32_t> logits_rows;  // token rows (into [T]) whose logits are wanted, in order
 };
 
 // Called with every named intermediate tensor ("embed", "blk.3.out", "final_norm", ...) when

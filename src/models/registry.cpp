@@ -8,15 +8,14 @@ namespace loom::models {
 
 const std::vector<ModelFamily>& model_families() {
   static const std::vector<ModelFamily> kFamilies = {
-      {"qwen",
-       {"Qwen2ForCausalLM", "Qwen3ForCausalLM"},
-       &qwen::make_qwen_causal_lm},
+      {"qwen", {"Qwen2ForCausalLM", "Qwen3ForCausalLM"}, &qwen::make_qwen_causal_lm},
   };
   return kFamilies;
 }
 
-core::Expected<std::unique_ptr<CausalLM>> load_causal_lm(const std::string& model_dir, const ModelConfig& config,
-                                                         ops::Ops& ops, const LoadOptions& options) {
+core::Expected<std::unique_ptr<CausalLM>> load_causal_lm(const std::string& model_dir,
+                                                         const ModelConfig& config, ops::Ops& ops,
+                                                         const LoadOptions& options) {
   for (const auto& family : model_families()) {
     const auto& archs = family.architectures;
     if (std::find(archs.begin(), archs.end(), config.architecture) == archs.end()) continue;
@@ -26,8 +25,8 @@ core::Expected<std::unique_ptr<CausalLM>> load_causal_lm(const std::string& mode
   std::string known;
   for (const auto& family : model_families())
     for (const auto& a : family.architectures) known += (known.empty() ? "" : ", ") + a;
-  return core::unsupported("architecture '" + config.architecture + "' is not supported (supported: " + known +
-                           ")");
+  return core::unsupported("architecture '" + config.architecture +
+                           "' is not supported (supported: " + known + ")");
 }
 
 }  // namespace loom::models

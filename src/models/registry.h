@@ -26,7 +26,8 @@ struct ModelFamily {
 const std::vector<ModelFamily>& model_families();
 
 // Reads config.json and the weights of `model_dir` and builds the matching model.
-core::Expected<std::unique_ptr<CausalLM>> load_causal_lm(const std::string& model_dir, const ModelConfig& config,
-                                                         ops::Ops& ops, const LoadOptions& options);
+core::Expected<std::unique_ptr<CausalLM>> load_causal_lm(const std::string& model_dir,
+                                                         const ModelConfig& config, ops::Ops& ops,
+                                                         const LoadOptions& options);
 
 }  // namespace loom::models

@@ -41,8 +41,9 @@ core::Status rope_inv_freq(const RopeConfig& rope, int64_t head_dim, int64_t max
   } else if (rope.type == "linear") {
     for (int64_t i = 0; i < half; ++i) (*inv_freq)[i] = (1.0f / pos_freqs[i]) / factor;
   } else if (rope.type == "yarn") {
-    double orig = rope.original_max_position_embeddings > 0 ? static_cast<double>(rope.original_max_position_embeddings)
-                                                            : static_cast<double>(max_position_embeddings);
+    double orig = rope.original_max_position_embeddings > 0
+                      ? static_cast<double>(rope.original_max_position_embeddings)
+                      : static_cast<double>(max_position_embeddings);
     double att = rope.attention_factor;
     if (att <= 0) {
       att = (rope.mscale > 0 && rope.mscale_all_dim > 0)

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/cpu_ops.h"
 #include "models/registry.h"
+#include "ops/profiling_ops.h"
 
 namespace loom::server {
 namespace {
@@ -56,7 +57,8 @@ core::Status check_text_only(const nlohmann::ordered_json& messages, const std::
     for (const auto& part : m["content"]) {
       const std::string type = part["type"];
       if (type != "text")
-        return core::unsupported("model '" + model_name + "' accepts text only; got a '" + type + "' content part");
+        return core::unsupported("model '" + model_name + "' accepts text only; got a '" + type +
+                                 "' content part");
     }
   }
   return {};
@@ -68,7 +70,8 @@ std::string tokenizer_config_eos(const std::filesystem::path& dir) {
   if (!cfg.ok() || !cfg->contains("eos_token")) return "";
   const json& e = (*cfg)["eos_token"];
   if (e.is_string()) return e.get<std::string>();
-  if (e.is_object() && e.contains("content") && e["content"].is_string()) return e["content"].get<std::string>();
+  if (e.is_object() && e.contains("content") && e["content"].is_string())
+    return e["content"].get<std::string>();
   return "";
 }
 
@@ -79,10 +82,12 @@ ChatService::~ChatService() = default;
 core::Expected<std::unique_ptr<ChatService>> ChatService::load(const ServiceOptions& options) {
   namespace fs = std::filesystem;
   const fs::path dir(options.model_dir);
-  if (!fs::is_directory(dir)) return core::not_found("model folder '" + options.model_dir + "' does not exist");
+  if (!fs::is_directory(dir))
+    return core::not_found("model folder '" + options.model_dir + "' does not exist");
   std::unique_ptr<ChatService> s(new ChatService());
-  s->model_name_ = options.served_model_name.empty() ? fs::absolute(dir).lexically_normal().filename().string()
-                                                      : options.served_model_name;
+  s->model_name_ = options.served_model_name.empty()
+                       ? fs::absolute(dir).lexically_normal().filename().string()
+                       : options.served_model_name;
   if (s->model_name_.empty()) s->model_name_ = fs::absolute(dir).parent_path().filename().string();
 
   LOOM_ASSIGN_OR_RETURN(s->config_, models::load_model_config(options.model_dir));
@@ -92,7 +97,8 @@ core::Expected<std::unique_ptr<ChatService>> ChatService::load(const ServiceOpti
   s->template_takes_parts_ = template_iterates_content(tpl.source());
   s->template_ = std::make_unique<text::ChatTemplate>(std::move(tpl));
 
-  LOOM_ASSIGN_OR_RETURN(models::GenerationConfig gen, models::load_generation_config(options.model_dir, s->config_));
+  LOOM_ASSIGN_OR_RETURN(models::GenerationConfig gen,
+                        models::load_generation_config(options.model_dir, s->config_));
   if (fs::exists(dir / "generation_config.json")) {
     LOOM_ASSIGN_OR_RETURN(json gen_json, read_json_file(dir / "generation_config.json"));
     LOOM_ASSIGN_OR_RETURN(s->defaults_, engine::sampling_defaults_from_generation_config(gen_json));
@@ -101,21 +107,30 @@ core::Expected<std::unique_ptr<ChatService>> ChatService::load(const ServiceOpti
   ecfg.eos_token_ids = gen.eos_token_ids;
   if (auto eos = tokenizer_config_eos(dir); !eos.empty()) {
     if (auto id = s->tokenizer_->token_to_id(eos);
-        id && std::find(ecfg.eos_token_ids.begin(), ecfg.eos_token_ids.end(), *id) == ecfg.eos_token_ids.end())
+        id &&
+        std::find(ecfg.eos_token_ids.begin(), ecfg.eos_token_ids.end(), *id) == ecfg.eos_token_ids.end())
       ecfg.eos_token_ids.push_back(*id);
   }
 
   if (options.device != "cpu")
-    return core::unsupported("device '" + options.device + "' is not available in this build (supported: cpu)");
+    return core::unsupported("device '" + options.device +
+                             "' is not available in this build (supported: cpu)");
   s->ops_ = backends::cpu::make_cpu_ops(options.threads);
+  if (options.profile) s->ops_ = std::make_unique<ops::ProfilingOps>(std::move(s->ops_));
   models::LoadOptions load;
   load.weight_dtype = options.weight_dtype;
   LOOM_ASSIGN_OR_RETURN(auto model, models::load_causal_lm(options.model_dir, s->config_, *s->ops_, load));
   if (model->vocab_size() < s->tokenizer_->vocab_size())
     return core::invalid_argument("tokenizer has " + std::to_string(s->tokenizer_->vocab_size()) +
-                                  " ids but the model's vocabulary is " + std::to_string(model->vocab_size()));
+                                  " ids but the model's vocabulary is " +
+                                  std::to_string(model->vocab_size()));
   s->engine_ = std::make_unique<engine::Engine>(std::move(model), *s->tokenizer_, ecfg);
   return s;
+}
+
+std::string ChatService::profile_report() const {
+  const auto* p = dynamic_cast<const ops::ProfilingOps*>(ops_.get());
+  return p != nullptr ? p->report() : std::string();
 }
 
 core::Expected<std::string> ChatService::render_prompt(const ChatRequest& req) const {
@@ -140,7 +155,8 @@ core::Expected<std::string> ChatService::render_prompt(const ChatRequest& req) c
     }
     const size_t pos = final_text.empty() ? std::string::npos : prompt.rfind(final_text);
     if (pos == std::string::npos)
-      return core::invalid_argument("continue_final_message: the final message is not in the rendered prompt");
+      return core::invalid_argument(
+          "continue_final_message: the final message is not in the rendered prompt");
     prompt.resize(pos + final_text.size());
   }
   return prompt;
@@ -180,8 +196,10 @@ core::Expected<ChatResult> ChatService::complete(const ChatRequest& req, const D
       if (o.finished) {
         ++finished;
         c.finish_reason = std::string(engine::finish_reason_name(o.finish_reason));
-        if (o.stop_string) c.stop_reason = *o.stop_string;
-        else if (o.stop_token) c.stop_reason = *o.stop_token;
+        if (o.stop_string)
+          c.stop_reason = *o.stop_string;
+        else if (o.stop_token)
+          c.stop_reason = *o.stop_token;
       }
     }
   }

@@ -24,7 +24,8 @@ struct ServiceOptions {
   std::string served_model_name;  // empty: the folder's name
   std::string device = "cpu";     // cpu (cuda arrives with the CUDA backend)
   models::WeightDType weight_dtype = models::WeightDType::kAuto;
-  int threads = 0;                // 0: all cores
+  int threads = 0;       // 0: all cores
+  bool profile = false;  // time every op (ops::ProfilingOps); see profile_report()
   engine::EngineConfig engine;
 };
 
@@ -43,6 +44,8 @@ class ChatService {
   const std::string& model_name() const { return model_name_; }
   const engine::SamplingDefaults& sampling_defaults() const { return defaults_; }
   engine::Engine& engine() { return *engine_; }
+  // Per-op time table since load (empty unless ServiceOptions::profile).
+  std::string profile_report() const;
 
  private:
   ChatService() = default;

@@ -17,11 +17,13 @@ core::Status field_error(const std::string& field, const std::string& what) {
 
 core::Status validate_content_part(const ojson& part, const std::string& where) {
   if (!part.is_object()) return field_error(where, "must be an object");
-  if (!part.contains("type") || !part["type"].is_string()) return field_error(where + ".type", "must be a string");
+  if (!part.contains("type") || !part["type"].is_string())
+    return field_error(where + ".type", "must be a string");
   const std::string type = part["type"];
-  static const std::set<std::string> kKnown = {"text",  "image_url", "video_url", "input_audio",
-                                               "audio_url", "image",   "video",     "audio"};
-  if (!kKnown.count(type)) return field_error(where + ".type", "has unknown content part type '" + type + "'");
+  static const std::set<std::string> kKnown = {"text",      "image_url", "video_url", "input_audio",
+                                               "audio_url", "image",     "video",     "audio"};
+  if (!kKnown.count(type))
+    return field_error(where + ".type", "has unknown content part type '" + type + "'");
   if (type == "text" && (!part.contains("text") || !part["text"].is_string()))
     return field_error(where + ".text", "must be a string");
   return {};
@@ -35,18 +37,20 @@ core::Status validate_messages(const ojson& messages) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     const ojson& m = messages[i];
     if (!m.is_object()) return field_error(where, "must be an object");
-    if (!m.contains("role") || !m["role"].is_string()) return field_error(where + ".role", "must be a string");
+    if (!m.contains("role") || !m["role"].is_string())
+      return field_error(where + ".role", "must be a string");
     const std::string role = m["role"];
     if (!kRoles.count(role))
-      return field_error(where + ".role", "must be one of system, developer, user, assistant, tool (got '" + role +
-                                              "')");
+      return field_error(where + ".role",
+                         "must be one of system, developer, user, assistant, tool (got '" + role + "')");
     if (!m.contains("content") || m["content"].is_null()) {
       if (role == "assistant") continue;  // e.g. a turn holding only tool_calls
       return field_error(where + ".content", "is required");
     }
     const ojson& c = m["content"];
     if (c.is_string()) continue;
-    if (!c.is_array()) return field_error(where + ".content", "must be a string or an array of content parts");
+    if (!c.is_array())
+      return field_error(where + ".content", "must be a string or an array of content parts");
     for (size_t j = 0; j < c.size(); ++j)
       LOOM_RETURN_IF_ERROR(validate_content_part(c[j], where + ".content[" + std::to_string(j) + "]"));
   }
@@ -70,7 +74,9 @@ core::Status get_optional(const ojson& body, const char* key, T* out) {
 
 // Bytes of a UTF-8 string as a JSON array of ints (OpenAI's logprobs "bytes").
 // JSON cannot carry -inf; vLLM sends -9999.0 for a token with zero probability.
-double json_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+double json_logprob(float lp) {
+  return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0;
+}
 
 json bytes_array(const std::string& s) {
   json a = json::array();
@@ -129,7 +135,8 @@ core::Expected<ChatRequest> parse_chat_request(const ojson& body, const engine::
     if (!r.stream) return field_error("stream_options", "is only allowed when 'stream' is true");
     LOOM_RETURN_IF_ERROR(get_optional(so, "include_usage", &r.include_usage).with_context("stream_options"));
   }
-  if (r.top_logprobs < 0 || r.top_logprobs > 20) return field_error("top_logprobs", "must be between 0 and 20");
+  if (r.top_logprobs < 0 || r.top_logprobs > 20)
+    return field_error("top_logprobs", "must be between 0 and 20");
   if (body.contains("top_logprobs") && !body["top_logprobs"].is_null() && !r.logprobs)
     return field_error("top_logprobs", "requires 'logprobs' to be true");
   if (body.contains("tools") && !body["tools"].is_null()) {
@@ -138,7 +145,8 @@ core::Expected<ChatRequest> parse_chat_request(const ojson& body, const engine::
   }
   r.chat_template_kwargs = ojson::object();
   if (body.contains("chat_template_kwargs") && !body["chat_template_kwargs"].is_null()) {
-    if (!body["chat_template_kwargs"].is_object()) return field_error("chat_template_kwargs", "must be an object");
+    if (!body["chat_template_kwargs"].is_object())
+      return field_error("chat_template_kwargs", "must be an object");
     r.chat_template_kwargs = body["chat_template_kwargs"];
   }
   LOOM_ASSIGN_OR_RETURN(r.sampling, engine::parse_sampling_params(json(body), defaults));
@@ -206,7 +214,8 @@ json format_chat_completion(const ChatRequest& req, const ChatResult& result, co
 
 json format_chat_chunk(const std::string& id, int64_t created, const std::string& model_name, int index,
                        const json& delta, const json& logprobs, const json& finish_reason) {
-  json choice = {{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
+  json choice = {
+      {"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
   return {{"id", id},
           {"object", "chat.completion.chunk"},
           {"created", created},
@@ -217,11 +226,7 @@ json format_chat_chunk(const std::string& id, int64_t created, const std::string
 json format_error(const core::Status& status) {
   const int code = http_status_for(status);
   std::string type = code >= 500 ? "InternalServerError" : code == 404 ? "NotFoundError" : "BadRequestError";
-  return {{"error",
-           {{"message", status.message()},
-            {"type", type},
-            {"param", nullptr},
-            {"code", code}}}};
+  return {{"error", {{"message", status.message()}, {"type", type}, {"param", nullptr}, {"code", code}}}};
 }
 
 int http_status_for(const core::Status& status) {

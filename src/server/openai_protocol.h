@@ -60,12 +60,13 @@ std::string logprob_token_text(const text::Tokenizer& tok, int32_t id, bool as_t
 nlohmann::json logprob_entry(const text::Tokenizer& tok, const engine::SampleResult& s, bool as_token_ids,
                              int32_t top_logprobs);
 
-nlohmann::json format_chat_completion(const ChatRequest& req, const ChatResult& result, const text::Tokenizer& tok,
-                                      const std::string& model_name, const std::string& id, int64_t created);
+nlohmann::json format_chat_completion(const ChatRequest& req, const ChatResult& result,
+                                      const text::Tokenizer& tok, const std::string& model_name,
+                                      const std::string& id, int64_t created);
 
 // Streaming: one chat.completion.chunk carrying `delta` text (and logprobs) for one choice.
-nlohmann::json format_chat_chunk(const std::string& id, int64_t created, const std::string& model_name, int index,
-                                 const nlohmann::json& delta, const nlohmann::json& logprobs,
+nlohmann::json format_chat_chunk(const std::string& id, int64_t created, const std::string& model_name,
+                                 int index, const nlohmann::json& delta, const nlohmann::json& logprobs,
                                  const nlohmann::json& finish_reason);
 
 // {"error": {"message", "type", "param", "code"}} as OpenAI and vLLM send it.

@@ -53,8 +53,9 @@ json golden_case(const std::string& name) {
 
 TEST(Cli, ChatCompletionMatchesTheGolden) {
   const json c = golden_case("hello");
-  json req = {{"model", "tiny"},          {"messages", c["messages"]}, {"temperature", 0},
-              {"max_tokens", c["max_tokens"]}, {"logprobs", true},      {"top_logprobs", 3},
+  json req = {{"model", "tiny"},         {"messages", c["messages"]},
+              {"temperature", 0},        {"max_tokens", c["max_tokens"]},
+              {"logprobs", true},        {"top_logprobs", 3},
               {"return_token_ids", true}};
   CliRun r = run("generate --model " + kModel + " --request " + write_request("ok.json", req.dump()));
   ASSERT_EQ(r.exit_code, 0) << r.out;

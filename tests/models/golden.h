@@ -15,9 +15,15 @@
 
 namespace loom::testing {
 
-inline std::string fixtures_dir() { return LOOM_FIXTURES_DIR; }
-inline std::string model_dir(const std::string& name) { return fixtures_dir() + "/models/" + name; }
-inline std::string golden_dir(const std::string& name) { return fixtures_dir() + "/goldens/" + name; }
+inline std::string fixtures_dir() {
+  return LOOM_FIXTURES_DIR;
+}
+inline std::string model_dir(const std::string& name) {
+  return fixtures_dir() + "/models/" + name;
+}
+inline std::string golden_dir(const std::string& name) {
+  return fixtures_dir() + "/goldens/" + name;
+}
 
 inline nlohmann::json load_cases(const std::string& name) {
   std::ifstream in(golden_dir(name) + "/cases.json");

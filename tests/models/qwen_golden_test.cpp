@@ -21,8 +21,8 @@ using nlohmann::json;
 // summation order (GEMM blocking, softmax) and libm's exp/cos, which stay near 1e-6 relative
 // per op. Over a few layers with O(1..10) activations the error stays well below these bounds.
 constexpr double kHiddenRelL2 = 1e-5;
-constexpr double kHiddenMaxAbs = 1e-4;   // activations are O(1..10)
-constexpr double kLogprobAbs = 1e-4;     // per top-5 logprob
+constexpr double kHiddenMaxAbs = 1e-4;  // activations are O(1..10)
+constexpr double kLogprobAbs = 1e-4;    // per top-5 logprob
 // Greedy tokens must match exactly where the reference's top-1/top-2 margin is above this.
 constexpr double kMarginForExactTokens = 1e-3;
 
@@ -91,7 +91,8 @@ TEST_P(QwenGolden, HiddenStatesMatchTransformers) {
       ASSERT_TRUE(dumped.count(n)) << "model did not dump " << n;
       const core::Tensor& ours = dumped[n];
       ASSERT_EQ(ours.numel(), ref->numel()) << key;
-      Diff d = compare(ours.data_as<float>(), ref->to_f32().data_as<float>(), static_cast<size_t>(ours.numel()));
+      Diff d =
+          compare(ours.data_as<float>(), ref->to_f32().data_as<float>(), static_cast<size_t>(ours.numel()));
       EXPECT_FALSE(d.has_nan) << key;
       EXPECT_LT(d.rel_l2, kHiddenRelL2) << key << " max_abs " << d.max_abs;
       EXPECT_LT(d.max_abs, kHiddenMaxAbs * 10) << key;  // logits are O(10): scale the bound
@@ -110,12 +111,8 @@ TEST_P(QwenGolden, GreedyGenerationMatchesTransformers) {
   ASSERT_TRUE(svc.ok()) << svc.status().to_string();
   const json cases = load_cases(name);
   for (const auto& c : cases["cases"]) {
-    json body = {{"messages", c["messages"]},
-                 {"temperature", 0},
-                 {"max_tokens", c["max_tokens"]},
-                 {"logprobs", true},
-                 {"top_logprobs", 5},
-                 {"stop_token_ids", json::array()}};
+    json body = {{"messages", c["messages"]}, {"temperature", 0},  {"max_tokens", c["max_tokens"]},
+                 {"logprobs", true},          {"top_logprobs", 5}, {"stop_token_ids", json::array()}};
     auto req = server::parse_chat_request(body, (*svc)->sampling_defaults());
     ASSERT_TRUE(req.ok()) << req.status().to_string();
     auto prompt = (*svc)->render_prompt(*req);
@@ -134,7 +131,8 @@ TEST_P(QwenGolden, GreedyGenerationMatchesTransformers) {
       const auto& top = choice.samples[i].top;
       ASSERT_EQ(top.size(), 5u);
       for (size_t k = 0; k < 5; ++k) {
-        EXPECT_EQ(top[k].token, s["top5"][k][0].get<int32_t>()) << c["name"] << " step " << i << " rank " << k;
+        EXPECT_EQ(top[k].token, s["top5"][k][0].get<int32_t>())
+            << c["name"] << " step " << i << " rank " << k;
         EXPECT_NEAR(top[k].logprob, s["top5"][k][1].get<double>(), kLogprobAbs) << c["name"] << " step " << i;
       }
       EXPECT_NEAR(choice.samples[i].logprob, s["logprob"].get<double>(), kLogprobAbs);

@@ -14,12 +14,12 @@ using core::Shape;
 using core::Tensor;
 
 struct LayerWeights {
-  Tensor input_norm, post_norm;    // [H]
-  Tensor wq, wk, wv, wo;           // [Hq*D, H], [Hkv*D, H], [Hkv*D, H], [H, Hq*D]
-  Tensor bq, bk, bv;               // biases (undefined when the family has none)
-  Tensor q_norm, k_norm;           // [D] (Qwen3)
-  Tensor w_gate_up;                // [2I, H]: gate rows then up rows (one GEMM, silu_mul splits)
-  Tensor w_down;                   // [H, I]
+  Tensor input_norm, post_norm;  // [H]
+  Tensor wq, wk, wv, wo;         // [Hq*D, H], [Hkv*D, H], [Hkv*D, H], [H, Hq*D]
+  Tensor bq, bk, bv;             // biases (undefined when the family has none)
+  Tensor q_norm, k_norm;         // [D] (Qwen3)
+  Tensor w_gate_up;              // [2I, H]: gate rows then up rows (one GEMM, silu_mul splits)
+  Tensor w_down;                 // [H, I]
 };
 
 // Loads a tensor with an expected shape, converting its storage to `want` when set.
@@ -33,7 +33,8 @@ class WeightLoader {
   }
 
   // Row-concatenation of several [rows_i, cols] tensors into one (e.g. gate and up).
-  core::Expected<Tensor> get_concat(const std::vector<std::string>& names, const std::vector<Shape>& shapes) const {
+  core::Expected<Tensor> get_concat(const std::vector<std::string>& names,
+                                    const std::vector<Shape>& shapes) const {
     std::vector<Tensor> parts;
     int64_t rows = 0;
     for (size_t i = 0; i < names.size(); ++i) {
@@ -88,8 +89,9 @@ class QwenCausalLM final : public CausalLM {
       LOOM_ASSIGN_OR_RETURN(lm_head_, w.get(head_name_, {V, H}));
     }
     if (!cfg_.layer_types.empty() && static_cast<int64_t>(cfg_.layer_types.size()) != cfg_.num_hidden_layers)
-      return core::invalid_argument("config.json: layer_types has " + std::to_string(cfg_.layer_types.size()) +
-                                    " entries for " + std::to_string(cfg_.num_hidden_layers) + " layers");
+      return core::invalid_argument("config.json: layer_types has " +
+                                    std::to_string(cfg_.layer_types.size()) + " entries for " +
+                                    std::to_string(cfg_.num_hidden_layers) + " layers");
     layers_.resize(static_cast<size_t>(cfg_.num_hidden_layers));
     for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
       const std::string p = prefix + "layers." + std::to_string(i) + ".";
@@ -125,8 +127,9 @@ class QwenCausalLM final : public CausalLM {
     // layer index >= max_window_layers).
     layer_window_.assign(layers_.size(), 0);
     for (size_t i = 0; i < layers_.size(); ++i) {
-      bool sliding = !cfg_.layer_types.empty() ? cfg_.layer_types[i] == "sliding_attention"
-                                               : cfg_.use_sliding_window && static_cast<int64_t>(i) >= cfg_.max_window_layers;
+      bool sliding = !cfg_.layer_types.empty()
+                         ? cfg_.layer_types[i] == "sliding_attention"
+                         : cfg_.use_sliding_window && static_cast<int64_t>(i) >= cfg_.max_window_layers;
       if (sliding && cfg_.sliding_window > 0) layer_window_[i] = static_cast<int32_t>(cfg_.sliding_window);
     }
     LOOM_ASSIGN_OR_RETURN(rope_, make_rope_tables(cfg_.rope, D, cfg_.max_position_embeddings,
@@ -138,8 +141,8 @@ class QwenCausalLM final : public CausalLM {
     for (Tensor* t : {&embed_, &final_norm_, &rope_.cos, &rope_.sin}) up(*t);
     lm_head_ = cfg_.tie_word_embeddings ? embed_ : ops_.upload(lm_head_);
     for (auto& L : layers_) {
-      for (Tensor* t : {&L.input_norm, &L.post_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.q_norm,
-                        &L.k_norm, &L.w_gate_up, &L.w_down})
+      for (Tensor* t : {&L.input_norm, &L.post_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
+                        &L.q_norm, &L.k_norm, &L.w_gate_up, &L.w_down})
         up(*t);
     }
     return {};
@@ -171,7 +174,8 @@ class QwenCausalLM final : public CausalLM {
     const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = head_dim();
     const auto eps = static_cast<float>(cfg_.rms_norm_eps);
     LOOM_CHECK(static_cast<int64_t>(kv.size()) == num_layers()) << "kv layers " << kv.size();
-    LOOM_CHECK(static_cast<int64_t>(b.positions.size()) == T && static_cast<int64_t>(b.slot_mapping.size()) == T);
+    LOOM_CHECK(static_cast<int64_t>(b.positions.size()) == T &&
+               static_cast<int64_t>(b.slot_mapping.size()) == T);
     for (int32_t id : b.token_ids)
       if (id < 0 || id >= cfg_.vocab_size)
         return core::invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary");
@@ -183,8 +187,8 @@ class QwenCausalLM final : public CausalLM {
       if (dump != nullptr && *dump) (*dump)(name, t);
     };
 
-    ops_.prepare_indices({b.token_ids, b.positions, b.slot_mapping, b.q_indptr, b.kv_lens, b.block_table,
-                          b.logits_rows});
+    ops_.prepare_indices(
+        {b.token_ids, b.positions, b.slot_mapping, b.q_indptr, b.kv_lens, b.block_table, b.logits_rows});
     ops::PagedAttentionParams attn;
     attn.q_indptr = b.q_indptr;
     attn.kv_lens = b.kv_lens;
@@ -282,8 +286,9 @@ std::string decoder_prefix(const Checkpoint& ckpt) {
 
 }  // namespace
 
-core::Expected<std::unique_ptr<CausalLM>> make_qwen_causal_lm(const ModelConfig& config, const Checkpoint& ckpt,
-                                                              ops::Ops& ops, const LoadOptions& options) {
+core::Expected<std::unique_ptr<CausalLM>> make_qwen_causal_lm(const ModelConfig& config,
+                                                              const Checkpoint& ckpt, ops::Ops& ops,
+                                                              const LoadOptions& options) {
   const TextConfig& t = config.text;
   if (t.hidden_size <= 0 || t.num_attention_heads <= 0 || t.num_key_value_heads <= 0 ||
       t.num_attention_heads % t.num_key_value_heads != 0)

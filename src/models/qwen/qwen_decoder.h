@@ -15,7 +15,8 @@ namespace loom::models::qwen {
 
 // `prefix` is where the decoder's weights live ("model." for Qwen2/3 checkpoints); the
 // lm_head is at `head_name` (empty: tied to the embedding).
-core::Expected<std::unique_ptr<CausalLM>> make_qwen_causal_lm(const ModelConfig& config, const Checkpoint& ckpt,
-                                                              ops::Ops& ops, const LoadOptions& options);
+core::Expected<std::unique_ptr<CausalLM>> make_qwen_causal_lm(const ModelConfig& config,
+                                                              const Checkpoint& ckpt, ops::Ops& ops,
+                                                              const LoadOptions& options);
 
 }  // namespace loom::models::qwen
