@@ -33,6 +33,7 @@ struct GenerateArgs {
   int64_t max_model_len = 0;
   int max_tokens = 256;
   bool profile = false;
+  double gpu_memory_utilization = 0.9;
   double temperature = -1;
   int64_t seed = -1;
 };
@@ -69,6 +70,7 @@ core::Expected<std::unique_ptr<server::ChatService>> load_service(const Generate
   opt.served_model_name = a.served_model_name;
   opt.engine.max_model_len = a.max_model_len;
   opt.profile = a.profile;
+  opt.gpu_memory_utilization = a.gpu_memory_utilization;
   if (a.dtype == "auto")
     opt.weight_dtype = models::WeightDType::kAuto;
   else if (a.dtype == "f32")
@@ -205,11 +207,15 @@ void add_generate_command(CLI::App& app) {
                   "Sampling temperature for --prompt (default: the model's)")
       ->needs(prompt);
   cmd->add_option("--seed", args->seed, "Sampling seed for --prompt")->needs(prompt);
-  cmd->add_option("--device", args->device, "cpu (cuda with the CUDA backend)")->capture_default_str();
+  cmd->add_option("--device", args->device, "cpu or cuda (when built with the CUDA backend)")
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "Weight storage: auto (as stored), f32 or bf16")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "CPU threads (0: all cores)")->capture_default_str();
   cmd->add_option("--max-model-len", args->max_model_len, "Context length (0: the model's)");
+  cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
+                  "Fraction of GPU memory Loom may use (cuda)")
+      ->capture_default_str();
   cmd->add_flag("--profile", args->profile, "Print where the time went, per op (with --prompt)");
   cmd->add_option("--served-model-name", args->served_model_name, "Model name in responses");
   cmd->callback([args, request, prompt]() {

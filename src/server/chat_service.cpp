@@ -5,9 +5,9 @@
 #include <regex>
 #include <sstream>
 
-#include "backends/cpu/cpu_ops.h"
 #include "models/registry.h"
 #include "ops/profiling_ops.h"
+#include "server/backend_factory.h"
 
 namespace loom::server {
 namespace {
@@ -112,11 +112,12 @@ core::Expected<std::unique_ptr<ChatService>> ChatService::load(const ServiceOpti
       ecfg.eos_token_ids.push_back(*id);
   }
 
-  if (options.device != "cpu")
-    return core::unsupported("device '" + options.device +
-                             "' is not available in this build (supported: cpu)");
-  s->ops_ = backends::cpu::make_cpu_ops(options.threads);
-  if (options.profile) s->ops_ = std::make_unique<ops::ProfilingOps>(std::move(s->ops_));
+  BackendOptions backend;
+  backend.device = options.device;
+  backend.threads = options.threads;
+  backend.gpu_memory_utilization = options.gpu_memory_utilization;
+  backend.profile = options.profile;
+  LOOM_ASSIGN_OR_RETURN(s->ops_, make_backend(backend));
   models::LoadOptions load;
   load.weight_dtype = options.weight_dtype;
   LOOM_ASSIGN_OR_RETURN(auto model, models::load_causal_lm(options.model_dir, s->config_, *s->ops_, load));

@@ -24,8 +24,9 @@ struct ServiceOptions {
   std::string served_model_name;  // empty: the folder's name
   std::string device = "cpu";     // cpu (cuda arrives with the CUDA backend)
   models::WeightDType weight_dtype = models::WeightDType::kAuto;
-  int threads = 0;       // 0: all cores
-  bool profile = false;  // time every op (ops::ProfilingOps); see profile_report()
+  int threads = 0;                      // 0: all cores
+  bool profile = false;                 // time every op (ops::ProfilingOps); see profile_report()
+  double gpu_memory_utilization = 0.9;  // --gpu-memory-utilization (cuda)
   engine::EngineConfig engine;
 };
 
