@@ -30,9 +30,11 @@ struct PagedAttentionParams {
   std::span<const int32_t> block_table;  // [num_seqs * max_blocks_per_seq]
   int32_t max_blocks_per_seq = 0;
   int32_t block_size = 16;
-  float scale = 1.0f;          // usually 1/sqrt(head_dim)
-  bool causal = true;          // query i may see context positions <= its own
-  int32_t sliding_window = 0;  // 0 = unlimited; else keys with pos > qpos - window
+  float scale = 1.0f;            // usually 1/sqrt(head_dim)
+  bool causal = true;            // query i may see context positions <= its own
+  int32_t sliding_window = 0;    // 0 = unlimited; else keys with pos > qpos - window
+  int32_t max_kv_len_bound = 0;  // 0 = max(kv_lens); a fixed bound lets a device backend replay
+                                 // the same launch (CUDA graphs) as lengths grow
 };
 
 // Rotary embedding layout: Qwen/Llama "rotate_half" (NeoX) style: dims [0, rot/2) pair
@@ -46,13 +48,20 @@ class Ops {
   virtual ~Ops() = default;
   virtual const char* name() const = 0;
 
-  // Allocates an uninitialised tensor on this backend's device (activations, KV caches).
+  // Allocates an uninitialised activation tensor on this backend's device. On device backends it
+  // lives until the next forward starts (the next prepare_indices call).
   virtual Tensor empty(const core::Shape& shape, core::DType dtype) { return Tensor::empty(shape, dtype); }
+  // Allocates an uninitialised tensor that lives as long as the backend (KV caches).
+  virtual Tensor alloc(const core::Shape& shape, core::DType dtype) { return Tensor::empty(shape, dtype); }
   // The dtype activations and KV caches are kept in on this backend (f32 on the CPU).
   virtual core::DType activation_dtype() const { return core::DType::kF32; }
 
-  // Moves a host tensor (a weight, as loaded) to this backend's device; the CPU returns it as is.
+  // Moves a host tensor to this backend's device keeping its dtype (norm weights, rope tables);
+  // the CPU returns it as is.
   virtual Tensor upload(const Tensor& host) { return host; }
+  // Moves a weight matrix or bias to the device in the dtype the backend's GEMMs take (bf16 on
+  // CUDA); the CPU returns it as is (its kernels read f32/bf16/f16 weights directly).
+  virtual Tensor upload_weight(const Tensor& host) { return host; }
   // A host copy of a tensor of this backend (the CPU returns it as is).
   virtual Tensor to_host(const Tensor& t) { return t; }
 

@@ -32,7 +32,9 @@ class ProfilingOps final : public Ops {
   const char* name() const override { return inner_->name(); }
   Tensor empty(const core::Shape& shape, core::DType dtype) override { return inner_->empty(shape, dtype); }
   core::DType activation_dtype() const override { return inner_->activation_dtype(); }
+  Tensor alloc(const core::Shape& shape, core::DType dtype) override { return inner_->alloc(shape, dtype); }
   Tensor upload(const Tensor& host) override { return inner_->upload(host); }
+  Tensor upload_weight(const Tensor& host) override { return inner_->upload_weight(host); }
   Tensor to_host(const Tensor& t) override { return inner_->to_host(t); }
   void prepare_indices(std::initializer_list<std::span<const int32_t>> arrays) override {
     inner_->prepare_indices(arrays);

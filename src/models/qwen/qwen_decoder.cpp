@@ -134,16 +134,25 @@ class QwenCausalLM final : public CausalLM {
     }
     LOOM_ASSIGN_OR_RETURN(rope_, make_rope_tables(cfg_.rope, D, cfg_.max_position_embeddings,
                                                   std::max<int64_t>(cfg_.max_position_embeddings, 1)));
-    // Everything to the backend's device (a no-op on the CPU).
+    // Everything to the backend's device (a no-op on the CPU): matrices and biases in the
+    // backend's GEMM dtype, norm weights and rope tables as they are (f32).
     auto up = [this](Tensor& t) {
       if (t.defined()) t = ops_.upload(t);
     };
-    for (Tensor* t : {&embed_, &final_norm_, &rope_.cos, &rope_.sin}) up(*t);
-    lm_head_ = cfg_.tie_word_embeddings ? embed_ : ops_.upload(lm_head_);
+    auto up_weight = [this](Tensor& t) {
+      if (t.defined()) t = ops_.upload_weight(t);
+    };
+    for (Tensor* t : {&final_norm_, &rope_.cos, &rope_.sin}) up(*t);
+    up_weight(embed_);
+    if (cfg_.tie_word_embeddings) {
+      lm_head_ = embed_;
+    } else {
+      up_weight(lm_head_);
+    }
     for (auto& L : layers_) {
-      for (Tensor* t : {&L.input_norm, &L.post_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
-                        &L.q_norm, &L.k_norm, &L.w_gate_up, &L.w_down})
-        up(*t);
+      for (Tensor* t : {&L.input_norm, &L.post_norm, &L.q_norm, &L.k_norm}) up(*t);
+      for (Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.w_gate_up, &L.w_down})
+        up_weight(*t);
     }
     return {};
   }
@@ -161,8 +170,8 @@ class QwenCausalLM final : public CausalLM {
     std::vector<LayerKv> kv(layers_.size());
     const Shape shape = {num_blocks, block_size, num_kv_heads(), head_dim()};
     for (auto& l : kv) {
-      l.k = ops_.empty(shape, ops_.activation_dtype());
-      l.v = ops_.empty(shape, ops_.activation_dtype());
+      l.k = ops_.alloc(shape, ops_.activation_dtype());
+      l.v = ops_.alloc(shape, ops_.activation_dtype());
     }
     return kv;
   }

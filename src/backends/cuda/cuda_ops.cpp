@@ -1,0 +1,230 @@
+#include "backends/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cuda/attention/paged_attention.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_memory.h"
+#include "backends/cuda/gemm.h"
+#include "backends/cuda/kernels.h"
+
+namespace loom::backends::cuda {
+namespace {
+
+using core::DType;
+using core::Tensor;
+
+// Ops cannot return a Status (the interface is shared with the CPU backends, which cannot fail
+// at run time); a failing kernel launch on the device is a bug or a dead device, so it aborts
+// with the CUDA error text. Argument errors are the model's bugs.
+void must(const core::Status& st, const char* what) {
+  LOOM_CHECK(st.ok()) << what << ": " << st.to_string();
+}
+
+template <typename T>
+T must(core::Expected<T> e, const char* what) {
+  LOOM_CHECK(e.ok()) << what << ": " << e.status().to_string();
+  return std::move(e).value();
+}
+
+bool on_device(const Tensor& t) {
+  return t.device() == core::Device::kCuda;
+}
+
+class CudaOps final : public ops::Ops {
+ public:
+  CudaOps(std::unique_ptr<DeviceArena> arena, std::unique_ptr<Gemm> gemm,
+          std::unique_ptr<PinnedStaging> staging, cudaStream_t stream)
+      : arena_(std::move(arena)), gemm_(std::move(gemm)), staging_(std::move(staging)), stream_(stream) {}
+  ~CudaOps() override {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+
+  const char* name() const override { return "cuda"; }
+  DType activation_dtype() const override { return DType::kBF16; }
+
+  Tensor empty(const core::Shape& shape, DType dtype) override {
+    return must(arena_->scratch_tensor(shape, dtype), "GPU activation memory");
+  }
+  Tensor alloc(const core::Shape& shape, DType dtype) override {
+    return must(arena_->tensor(shape, dtype), "GPU memory (weights / KV cache)");
+  }
+
+  Tensor upload(const Tensor& host) override {
+    if (on_device(host)) return host;
+    Tensor dev = alloc(host.shape(), host.dtype());
+    must(copy_to_device(dev.data(), host.data(), host.nbytes()), "upload");
+    return dev;
+  }
+
+  Tensor upload_weight(const Tensor& host) override {
+    if (on_device(host)) return host;
+    if (host.dtype() == DType::kBF16) return upload(host);
+    // f32 / f16 checkpoints: round to bf16 once on the host (RNE, as torch's .to(bfloat16)).
+    Tensor f = host.dtype() == DType::kF32 ? host : host.to_f32();
+    Tensor b = Tensor::empty(host.shape(), DType::kBF16);
+    const float* src = f.data_as<float>();
+    auto* dst = b.data_as<uint16_t>();
+    for (int64_t i = 0; i < f.numel(); ++i) dst[i] = core::f32_to_bf16(src[i]);
+    return upload(b);
+  }
+
+  Tensor to_host(const Tensor& t) override {
+    if (!on_device(t)) return t;
+    Tensor h = Tensor::empty(t.shape(), t.dtype());
+    must(copy_to_host_async(h.data(), t.data(), t.nbytes(), stream_), "download");
+    LOOM_CHECK(cudaStreamSynchronize(stream_) == cudaSuccess) << cudaGetErrorString(cudaGetLastError());
+    return h;
+  }
+
+  void prepare_indices(std::initializer_list<std::span<const int32_t>> arrays) override {
+    // A new forward: the previous forward's activations are dead once the stream reaches here,
+    // and every scratch use is enqueued on this same stream, so reuse is ordered.
+    arena_->reset_scratch();
+    device_index_.clear();
+    size_t total = 0;
+    for (const auto& a : arrays) total += (a.size() + 63) / 64 * 64;
+    if (total == 0) return;
+    auto* base =
+        static_cast<int32_t*>(must(arena_->allocate_scratch(total * sizeof(int32_t)), "index arrays"));
+    host_pack_.resize(total);
+    size_t off = 0;
+    for (const auto& a : arrays) {
+      std::copy(a.begin(), a.end(), host_pack_.begin() + static_cast<std::ptrdiff_t>(off));
+      if (!a.empty()) device_index_[a.data()] = base + off;
+      off += (a.size() + 63) / 64 * 64;
+    }
+    must(staging_->upload(base, host_pack_.data(), total * sizeof(int32_t), stream_), "index upload");
+  }
+
+  void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+    must(gather_rows(table.data(), table.dim(0), table.numel() / table.dim(0), table.dtype(), dev(ids),
+                     static_cast<int64_t>(ids.size()), out.data(), stream_),
+         "embedding");
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override {
+    GemmArgs g;
+    g.x = x.data();
+    g.w = w.data();
+    g.y = y.data();
+    g.k = x.dim(-1);
+    g.m = x.numel() / g.k;
+    g.n = w.dim(0);
+    g.in_dtype = x.dtype();
+    g.out_dtype = y.dtype();
+    LOOM_CHECK(w.dtype() == x.dtype()) << "linear: weight " << core::dtype_name(w.dtype())
+                                       << " vs activations " << core::dtype_name(x.dtype());
+    if (bias.defined()) {
+      LOOM_CHECK(bias.dtype() == y.dtype()) << "linear: bias dtype must match the output";
+      g.bias = bias.data();
+    }
+    must(gemm_->run(g, stream_), "linear");
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override {
+    const int64_t hidden = x.dim(-1);
+    must(cuda::rms_norm(x.data(), {weight.data(), weight.dtype()}, eps, y.data(), x.numel() / hidden, hidden,
+                        x.dtype(), stream_),
+         "rms_norm");
+  }
+
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& y) override {
+    const int64_t hidden = x.dim(-1);
+    must(cuda::add_rms_norm(residual.data(), x.data(), {weight.data(), weight.dtype()}, eps, y.data(),
+                            x.numel() / hidden, hidden, x.dtype(), stream_),
+         "add_rms_norm");
+  }
+
+  void rope(Tensor& x, std::span<const int32_t> positions, const Tensor& cos, const Tensor& sin,
+            const ops::RopeParams& p) override {
+    HeadView v{x.data(), x.dim(0), x.dim(1), x.dim(2), 0, x.dtype()};
+    RopeTables t{cos.data_as<float>(), sin.data_as<float>(), cos.dim(0), p.rotary_dim};
+    must(rope_neox(v, dev(positions), t, stream_), "rope");
+  }
+
+  void silu_mul(const Tensor& gate_up, Tensor& out) override {
+    must(cuda::silu_mul(gate_up.data(), out.data(), out.dim(0), out.dim(1), out.dtype(), stream_),
+         "silu_mul");
+  }
+
+  void add_inplace(Tensor& a, const Tensor& b) override {
+    must(add(a.data(), b.data(), a.data(), a.numel(), a.dtype(), stream_), "add");
+  }
+
+  void write_kv(const Tensor& k, const Tensor& v, std::span<const int32_t> slot_mapping, Tensor& k_cache,
+                Tensor& v_cache) override {
+    HeadView kv{const_cast<void*>(k.data()), k.dim(0), k.dim(1), k.dim(2), 0, k.dtype()};
+    HeadView vv{const_cast<void*>(v.data()), v.dim(0), v.dim(1), v.dim(2), 0, v.dtype()};
+    KvCacheView cache{k_cache.data(), v_cache.data(), k_cache.dim(0), k_cache.dim(1),
+                      k_cache.dim(2), k_cache.dim(3), k_cache.dtype()};
+    must(cuda::write_kv(kv, vv, dev(slot_mapping), cache, stream_), "write_kv");
+  }
+
+  void paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                       const ops::PagedAttentionParams& p, Tensor& out) override {
+    PagedAttentionDesc d;
+    d.num_seqs = static_cast<int32_t>(p.kv_lens.size());
+    d.num_tokens = static_cast<int32_t>(q.dim(0));
+    d.q_heads = static_cast<int32_t>(q.dim(1));
+    d.kv_heads = static_cast<int32_t>(k_cache.dim(2));
+    d.head_dim = static_cast<int32_t>(q.dim(2));
+    d.block_size = p.block_size;
+    d.max_blocks_per_seq = p.max_blocks_per_seq;
+    int32_t max_q = 0, max_kv = 0;
+    for (size_t s = 0; s < p.kv_lens.size(); ++s) {
+      max_q = std::max(max_q, p.q_indptr[s + 1] - p.q_indptr[s]);
+      max_kv = std::max(max_kv, p.kv_lens[s]);
+    }
+    d.max_q_len = max_q;
+    d.max_kv_len_bound = p.max_kv_len_bound > 0 ? p.max_kv_len_bound : max_kv;
+    d.scale = p.scale;
+    d.causal = p.causal;
+    d.sliding_window = p.sliding_window;
+    d.dtype = q.dtype();
+    d.q_indptr = dev(p.q_indptr);
+    d.kv_lens = dev(p.kv_lens);
+    d.block_table = dev(p.block_table);
+    const size_t ws = paged_attention_workspace_bytes(d);
+    void* workspace = ws > 0 ? must(arena_->allocate_scratch(ws), "attention workspace") : nullptr;
+    must(cuda::paged_attention(d, q.data(), k_cache.data(), v_cache.data(), out.data(), workspace, stream_),
+         "paged_attention");
+  }
+
+ private:
+  // The device copy of an index array announced by prepare_indices.
+  const int32_t* dev(std::span<const int32_t> host) const {
+    if (host.empty()) return nullptr;
+    auto it = device_index_.find(host.data());
+    LOOM_CHECK(it != device_index_.end()) << "index array was not announced through prepare_indices";
+    return it->second;
+  }
+
+  std::unique_ptr<DeviceArena> arena_;
+  std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<PinnedStaging> staging_;
+  cudaStream_t stream_;
+  std::unordered_map<const int32_t*, const int32_t*> device_index_;
+  std::vector<int32_t> host_pack_;
+};
+
+}  // namespace
+
+core::Expected<std::unique_ptr<ops::Ops>> make_cuda_ops(double gpu_memory_utilization) {
+  LOOM_ASSIGN_OR_RETURN(int count, device_count());
+  if (count == 0) return core::unsupported("--device cuda: no CUDA device is present");
+  if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1))
+    return core::invalid_argument("--gpu-memory-utilization must be in (0, 1]");
+  LOOM_ASSIGN_OR_RETURN(auto gemm, Gemm::create());
+  LOOM_ASSIGN_OR_RETURN(auto arena, DeviceArena::create_fraction(gpu_memory_utilization));
+  LOOM_ASSIGN_OR_RETURN(auto staging, PinnedStaging::create(size_t{16} << 20));
+  cudaStream_t stream = nullptr;
+  LOOM_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return std::unique_ptr<ops::Ops>(
+      new CudaOps(std::move(arena), std::move(gemm), std::move(staging), stream));
+}
+
+}  // namespace loom::backends::cuda
