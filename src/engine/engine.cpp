@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace loom::engine {
 
@@ -121,15 +122,34 @@ core::Expected<std::vector<SequenceOutput>> Engine::step() {
   LOOM_RETURN_IF_ERROR(model_->forward(batch, kv_, logits_));
   scheduler_.commit(plan);
 
+  // Sample every row (rows are independent: each sequence has its own RNG), spread over
+  // threads when the batch is large; then append, detokenize and check stops in order.
   const int64_t vocab = model_->vocab_size();
+  std::vector<SampleResult> results(sampling.size());
+  auto sample_rows = [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      Sequence& seq = *sampling[i]->seq;
+      std::span<const float> row(logits_.data_as<float>() + static_cast<int64_t>(i) * vocab,
+                                 static_cast<size_t>(vocab));
+      std::span<const int32_t> all(seq.tokens);
+      results[i] = sampler_.sample(row, seq.params, all.first(static_cast<size_t>(seq.prompt_len)),
+                                   all.subspan(static_cast<size_t>(seq.prompt_len)), seqs_.at(seq.id)->rng);
+    }
+  };
+  const size_t workers = std::min<size_t>(sampling.size() / 4, std::max(1u, std::thread::hardware_concurrency()));
+  if (workers <= 1) {
+    sample_rows(0, sampling.size());
+  } else {
+    std::vector<std::thread> pool;
+    const size_t per = (sampling.size() + workers - 1) / workers;
+    for (size_t w = 0; w < workers; ++w)
+      pool.emplace_back(sample_rows, w * per, std::min(sampling.size(), (w + 1) * per));
+    for (auto& t : pool) t.join();
+  }
   for (size_t i = 0; i < sampling.size(); ++i) {
     Sequence& seq = *sampling[i]->seq;
     SeqState& st = *seqs_.at(seq.id);
-    std::span<const float> row(logits_.data_as<float>() + static_cast<int64_t>(i) * vocab,
-                               static_cast<size_t>(vocab));
-    std::span<const int32_t> all(seq.tokens);
-    SampleResult r = sampler_.sample(row, seq.params, all.first(static_cast<size_t>(seq.prompt_len)),
-                                     all.subspan(static_cast<size_t>(seq.prompt_len)), st.rng);
+    SampleResult r = std::move(results[i]);
     seq.tokens.push_back(r.token);
     SequenceOutput out;
     out.seq_id = seq.id;

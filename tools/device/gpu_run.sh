@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One device call: GPU tests, then `loom bench` and the transformers baseline on the same GPU.
+# Binaries are built on the development machine (scripts/build_gpu_bundle.sh) and carried in
+# .devrun/ with the shared libraries they need; the test binaries look for fixtures at the
+# absolute path they were built in, so that path is linked to this checkout.
+set -u
+root=$(pwd)
+export LD_LIBRARY_PATH=$root/.devrun/lib:${LD_LIBRARY_PATH:-}
+mkdir -p "$(dirname "$(cat .devrun/source_dir)")"
+ln -sfn "$root" "$(cat .devrun/source_dir)"
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+summary=""
+for t in .devrun/bin/*_test; do
+  name=$(basename "$t")
+  timeout 300 "$t" --gtest_brief=1 > "$out/$name.log" 2>&1
+  rc=$?
+  line=$(grep -E "PASSED|FAILED  \] [0-9]+ test" "$out/$name.log" | tr '\n' ' ')
+  summary+="$name rc=$rc $line"$'\n'
+done
+echo "$summary" | tee "$out/tests.txt"
+if [ "${1:-}" = "bench" ]; then
+  python3 tools/bench/make_random_checkpoint.py --preset qwen2.5-7b --out /dev/shm/q7 | tee "$out/ckpt.txt"
+  timeout 240 .devrun/bin/loom bench --model /dev/shm/q7 --device cuda --prompt-lens 128,1024,8192 \
+      --batches 1,64 --context 1024 --decode-steps 32 --bandwidth-gbs 4230 --tflops 756 \
+      --out "$out/loom_bench.json" 2>&1 | tee "$out/loom_bench.txt"
+  timeout 300 python3 tools/bench/hf_baseline.py --preset qwen2.5-7b --prefill 8192 --decode-batches 1,64 \
+      --context 1024 --decode-steps 32 --out "$out/hf_baseline.json" 2>&1 | grep -v Warning | tail -6 | tee "$out/hf.txt"
+fi
