@@ -5,7 +5,7 @@ the same GPU in the same device call. Prints a table and writes JSON.
   python3 tools/bench/hf_baseline.py --preset qwen2.5-7b --out hf.json \
       --prefill 8192 --decode-batches 1,64 --context 1024 --decode-steps 64
 
-Decode is timed with a static KV cache prefilled to --context tokens, by generate() with
+Decode is timed with the default (dynamic) KV cache after a --context-token prompt, by generate() with
 min_new_tokens = max_new_tokens (no early stop), minus the prefill; prefill is one forward over
 --prefill tokens. Timings use CUDA events after a warm-up.
 """
@@ -70,7 +70,7 @@ def main():
     res["decode"] = []
     for b in [int(x) for x in a.decode_batches.split(",")]:
         ctx = torch.randint(0, vocab, (b, a.context), device="cuda")
-        kw = dict(do_sample=False, cache_implementation="static", pad_token_id=0)
+        kw = dict(do_sample=False, pad_token_id=0)  # dynamic cache: a static one triggers torch.compile
         with torch.no_grad():
             t_pre = timed(lambda: model.generate(ctx, max_new_tokens=1, min_new_tokens=1, **kw), reps=2)
             t_all = timed(lambda: model.generate(ctx, max_new_tokens=a.decode_steps + 1,
