@@ -6,7 +6,12 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
 #include "golden.h"
+
+#include "engine/engine.h"
+#include "models/registry.h"
+#include "server/backend_factory.h"
 #include "server/chat_service.h"
 
 namespace loom::testing {
@@ -48,6 +53,7 @@ TEST_P(QwenCuda, GreedyMatchesTransformers) {
   auto svc = server::ChatService::load(opt);
   ASSERT_TRUE(svc.ok()) << svc.status().to_string();
   const json cases = load_cases(name);
+  size_t compared = 0;
   for (const auto& c : cases["cases"]) {
     json body = {{"messages", c["messages"]},
                  {"temperature", 0},
@@ -61,51 +67,80 @@ TEST_P(QwenCuda, GreedyMatchesTransformers) {
     EXPECT_EQ(result->prompt_token_ids, c["prompt_ids"].get<std::vector<int32_t>>());
     const auto& choice = result->choices.at(0);
     const auto& steps = c["steps"];
-    size_t compared = 0;
+    // Tokens must agree until the first step whose reference margin is within bf16 noise; a
+    // divergence at a step with a clear margin is a bug.
     for (size_t i = 0; i < steps.size() && i < choice.token_ids.size(); ++i) {
       EXPECT_NEAR(choice.samples[i].logprob, steps[i]["logprob"].get<double>(), kLogprobAbs)
           << name << "/" << c["name"] << " step " << i;
-      if (steps[i]["margin"].get<double>() < kMargin) break;  // bf16 may legitimately pick the runner-up
-      ASSERT_EQ(choice.token_ids[i], steps[i]["token"].get<int32_t>())
-          << name << "/" << c["name"] << " step " << i;
-      ++compared;
+      if (choice.token_ids[i] == steps[i]["token"].get<int32_t>()) {
+        ++compared;
+        continue;
+      }
+      EXPECT_LT(steps[i]["margin"].get<double>(), kMargin)
+          << name << "/" << c["name"] << " step " << i << ": token " << choice.token_ids[i] << " vs "
+          << steps[i]["token"];
+      break;
     }
-    EXPECT_GE(compared, 1u) << name << "/" << c["name"] << ": no step had a margin above " << kMargin;
   }
+  EXPECT_GE(compared, 3u) << name << ": too few tokens matched to say anything";
 }
 
+// Sequences batched together (chunked prefill mixed with decode, several sequences per
+// forward) against each sequence alone, greedy. bf16 GEMMs of different batch shapes round
+// differently, so tokens must agree until the first step where the alone run's own top-1/top-2
+// margin is within bf16 noise.
 TEST_P(QwenCuda, BatchedEqualsSequential) {
   const std::string name = GetParam();
-  server::ServiceOptions opt;
-  opt.model_dir = model_dir(name);
-  opt.device = "cuda";
-  opt.gpu_memory_utilization = 0.3;
-  opt.engine.scheduler.max_num_batched_tokens = 16;  // chunked prefill mixed with decode
-  opt.engine.block_size = 16;
-  auto svc = server::ChatService::load(opt);
-  ASSERT_TRUE(svc.ok()) << svc.status().to_string();
-  const json cases = load_cases(name);
-  // n = 3 greedy... is rejected (n > 1 needs sampling), so use a seeded sampler: the three
-  // choices run batched; each must equal the same seed run alone.
-  json body = {{"messages", cases["cases"][0]["messages"]},
-               {"temperature", 0.8},
-               {"seed", 7},
-               {"max_tokens", 12},
-               {"n", 3},
-               {"ignore_eos", true}};
-  auto req = server::parse_chat_request(nlohmann::ordered_json(body), (*svc)->sampling_defaults());
-  ASSERT_TRUE(req.ok()) << req.status().to_string();
-  auto batched = (*svc)->complete(*req);
-  ASSERT_TRUE(batched.ok()) << batched.status().to_string();
-  ASSERT_EQ(batched->choices.size(), 3u);
-  for (const auto& ch : batched->choices) EXPECT_EQ(ch.token_ids.size(), 12u);
-  // The first choice (seed + 0) alone must give the same tokens.
-  body["n"] = 1;
-  auto req1 = server::parse_chat_request(nlohmann::ordered_json(body), (*svc)->sampling_defaults());
-  ASSERT_TRUE(req1.ok());
-  auto alone = (*svc)->complete(*req1);
-  ASSERT_TRUE(alone.ok()) << alone.status().to_string();
-  EXPECT_EQ(alone->choices[0].token_ids, batched->choices[0].token_ids);
+  const nlohmann::json cases = load_cases(name);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& c : cases["cases"]) prompts.push_back(c["prompt_ids"].get<std::vector<int32_t>>());
+  auto run = [&](const std::vector<std::vector<int32_t>>& ps, int32_t budget) {
+    server::BackendOptions bo;
+    bo.device = "cuda";
+    bo.gpu_memory_utilization = 0.3;
+    auto ops = server::make_backend(bo);
+    EXPECT_TRUE(ops.ok()) << ops.status().to_string();
+    auto mc = models::load_model_config(model_dir(name));
+    auto model = models::load_causal_lm(model_dir(name), *mc, **ops, {});
+    EXPECT_TRUE(model.ok()) << model.status().to_string();
+    auto tok = text::Tokenizer::from_file(model_dir(name) + "/tokenizer.json");
+    engine::EngineConfig ec;
+    ec.scheduler.max_num_batched_tokens = budget;
+    ec.max_model_len = 256;
+    engine::Engine eng(std::move(*model), *tok, ec);
+    engine::SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = 10;
+    p.ignore_eos = true;
+    p.logprobs = 2;
+    std::map<int64_t, size_t> index;
+    for (size_t i = 0; i < ps.size(); ++i) index[*eng.add_sequence(ps[i], p)] = i;
+    std::vector<std::vector<engine::SampleResult>> out(ps.size());
+    while (eng.has_unfinished()) {
+      auto r = eng.step();
+      EXPECT_TRUE(r.ok()) << r.status().to_string();
+      if (!r.ok()) break;
+      for (const auto& o : *r)
+        for (const auto& s : o.new_samples) out[index.at(o.seq_id)].push_back(s);
+    }
+    return out;
+  };
+  auto together = run(prompts, 16);
+  size_t compared = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto alone = run({prompts[i]}, 2048)[0];
+    ASSERT_EQ(alone.size(), together[i].size());
+    for (size_t k = 0; k < alone.size(); ++k) {
+      if (alone[k].token == together[i][k].token) {
+        ++compared;
+        continue;
+      }
+      const double margin = alone[k].top[0].logprob - alone[k].top[1].logprob;
+      EXPECT_LT(margin, kMargin) << name << " prompt " << i << " step " << k;
+      break;
+    }
+  }
+  EXPECT_GE(compared, 5u) << name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, QwenCuda, ::testing::Values("qwen2-tiny", "qwen3-tiny", "qwen3-gqa-tiny"),

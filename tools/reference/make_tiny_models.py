@@ -34,22 +34,24 @@ VOCAB = 4082  # tests/fixtures/tokenizer: 4056 BPE tokens + 26 added tokens
 IM_END, ENDOFTEXT = 4058, 4056
 
 MODELS = [
-    # Qwen2: q/k/v biases, untied lm_head, GQA ratio 2.
+    # Head dims are ones the GPU attention kernels take (64, 80, 128), so the same fixtures check
+    # the CUDA path.
+    # Qwen2: q/k/v biases, untied lm_head, GQA ratio 2, head_dim 64.
     dict(name="qwen2-tiny", cls=(Qwen2Config, Qwen2ForCausalLM), template="qwen2.5-7b-instruct",
-         config=dict(hidden_size=64, intermediate_size=160, num_hidden_layers=3, num_attention_heads=4,
-                     num_key_value_heads=2, max_position_embeddings=4096, rope_theta=1000000.0,
+         config=dict(hidden_size=128, intermediate_size=160, num_hidden_layers=3, num_attention_heads=2,
+                     num_key_value_heads=1, max_position_embeddings=4096, rope_theta=1000000.0,
                      rms_norm_eps=1e-6, tie_word_embeddings=False, use_sliding_window=False),
          shards=1, seed=1),
     # Qwen3: q/k RMSNorm, tied head, explicit head_dim != hidden/heads, GQA ratio 1; sharded.
     dict(name="qwen3-tiny", cls=(Qwen3Config, Qwen3ForCausalLM), template="qwen3",
          config=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                     num_key_value_heads=4, head_dim=32, max_position_embeddings=4096, rope_theta=1000000.0,
+                     num_key_value_heads=4, head_dim=64, max_position_embeddings=4096, rope_theta=1000000.0,
                      rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False),
          shards=2, seed=2),
-    # Qwen3 with GQA ratio 3 and 7-odd sizes (head_dim 24, 6 query heads over 2 kv heads).
+    # Qwen3 with GQA ratio 3 and odd sizes (head_dim 80, 6 query heads over 2 kv heads).
     dict(name="qwen3-gqa-tiny", cls=(Qwen3Config, Qwen3ForCausalLM), template="qwen3",
          config=dict(hidden_size=96, intermediate_size=200, num_hidden_layers=2, num_attention_heads=6,
-                     num_key_value_heads=2, head_dim=24, max_position_embeddings=4096, rope_theta=10000.0,
+                     num_key_value_heads=2, head_dim=80, max_position_embeddings=4096, rope_theta=10000.0,
                      rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False),
          shards=1, seed=3),
 ]
