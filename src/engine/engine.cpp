@@ -30,6 +30,14 @@ std::unique_ptr<BlockManager> make_block_manager(const models::CausalLM& model, 
   return std::make_unique<BlockManager>(static_cast<int32_t>(blocks), config.block_size);
 }
 
+// Whether the device sampler covers this sequence's next step: it has no token history, so no
+// penalties, and no per-token adjustments (logit_bias, min_tokens masking).
+bool device_samplable(const Sequence& seq) {
+  const SamplingParams& p = seq.params;
+  return p.logit_bias.empty() && p.repetition_penalty == 1.0 && p.presence_penalty == 0.0 &&
+         p.frequency_penalty == 0.0 && seq.num_output() >= p.min_tokens;
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<models::CausalLM> model, const text::Tokenizer& tokenizer, EngineConfig config)
@@ -119,13 +127,41 @@ core::Expected<std::vector<SequenceOutput>> Engine::step() {
     }
   }
 
-  LOOM_RETURN_IF_ERROR(model_->forward(batch, kv_, logits_));
+  // Rows the device sampler can take (no penalties, logit bias or min_tokens masking): then the
+  // logits stay on the device and only tokens and logprobs come back.
+  bool device_sampling = !sampling.empty();
+  for (const ScheduledSeq* s : sampling) device_sampling = device_sampling && device_samplable(*s->seq);
+  LOOM_RETURN_IF_ERROR(model_->forward(batch, kv_, logits_, nullptr, device_sampling));
   scheduler_.commit(plan);
+  if (device_sampling && logits_.device() == core::Device::kCpu) device_sampling = false;  // host anyway
 
   // Sample every row (rows are independent: each sequence has its own RNG), spread over
   // threads when the batch is large; then append, detokenize and check stops in order.
   const int64_t vocab = model_->vocab_size();
   std::vector<SampleResult> results(sampling.size());
+  if (device_sampling) {
+    std::vector<ops::DeviceSampleRow> rows(sampling.size());
+    for (size_t i = 0; i < sampling.size(); ++i) {
+      const Sequence& seq = *sampling[i]->seq;
+      const SamplingParams& p = seq.params;
+      ops::DeviceSampleRow& r = rows[i];
+      r.greedy = p.is_greedy();
+      r.temperature = static_cast<float>(p.temperature);
+      r.top_p = static_cast<float>(p.top_p);
+      r.top_k = p.top_k;
+      r.min_p = static_cast<float>(p.min_p);
+      r.num_logprobs = p.logprobs;
+      // One draw per sampled (non-greedy) step, from the sequence's own stream, as on the host.
+      if (!r.greedy) r.uniform = seqs_.at(seq.id)->rng.next_double();
+    }
+    std::vector<ops::DeviceSampleResult> dres;
+    LOOM_CHECK(model_->backend().sample(logits_, rows, &dres)) << "device logits but no device sampler";
+    for (size_t i = 0; i < sampling.size(); ++i) {
+      results[i].token = dres[i].token;
+      results[i].logprob = dres[i].logprob;
+      for (const auto& [id, lp] : dres[i].top) results[i].top.push_back({id, lp});
+    }
+  }
   auto sample_rows = [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i) {
       Sequence& seq = *sampling[i]->seq;
@@ -136,8 +172,11 @@ core::Expected<std::vector<SequenceOutput>> Engine::step() {
                                    all.subspan(static_cast<size_t>(seq.prompt_len)), seqs_.at(seq.id)->rng);
     }
   };
-  const size_t workers = std::min<size_t>(sampling.size() / 4, std::max(1u, std::thread::hardware_concurrency()));
-  if (workers <= 1) {
+  const size_t workers =
+      std::min<size_t>(sampling.size() / 4, std::max(1u, std::thread::hardware_concurrency()));
+  if (device_sampling) {
+    // done above
+  } else if (workers <= 1) {
     sample_rows(0, sampling.size());
   } else {
     std::vector<std::thread> pool;

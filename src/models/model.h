@@ -56,9 +56,12 @@ class CausalLM {
   virtual int64_t vocab_size() const = 0;
   // Allocates paged KV memory on the model's device, in its activation dtype.
   virtual std::vector<LayerKv> allocate_kv(int64_t num_blocks, int32_t block_size) = 0;
-  // Runs the batch; writes logits [logits_rows.size(), vocab] (f32) into `logits`.
+  // Runs the batch; writes logits [logits_rows.size(), vocab] (f32) into `logits`: on the host,
+  // or, with device_logits, where the backend computed them (valid until the next forward).
   virtual core::Status forward(const ForwardBatch& batch, std::vector<LayerKv>& kv, core::Tensor& logits,
-                               const DumpHook* dump = nullptr) = 0;
+                               const DumpHook* dump = nullptr, bool device_logits = false) = 0;
+  // The op backend the model runs on (for sampling on its device).
+  virtual ops::Ops& backend() = 0;
 };
 
 }  // namespace loom::models

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -43,6 +45,24 @@ struct RopeParams {
   int32_t rotary_dim = 0;  // <= head_dim; dims beyond rotary_dim pass through
 };
 
+// One row of on-device sampling (Ops::sample): the subset of the sampler's settings a device
+// path handles without token history (no penalties, no logit bias, no min_tokens masking).
+struct DeviceSampleRow {
+  float temperature = 1.0f;  // used when !greedy
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // <= 0: off
+  float min_p = 0.0f;
+  bool greedy = true;
+  int32_t num_logprobs = -1;  // -1: none
+  double uniform = 0.0;       // the row's draw in [0, 1) (ignored when greedy)
+};
+
+struct DeviceSampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;                        // raw logprob of token (when num_logprobs >= 0)
+  std::vector<std::pair<int32_t, float>> top;  // top num_logprobs raw logprobs, highest first
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -64,6 +84,14 @@ class Ops {
   virtual Tensor upload_weight(const Tensor& host) { return host; }
   // A host copy of a tensor of this backend (the CPU returns it as is).
   virtual Tensor to_host(const Tensor& t) { return t; }
+
+  // Samples rows of logits [rows, vocab] (f32) that live on this backend's device, with the
+  // semantics of engine::Sampler for the settings in DeviceSampleRow. Returns false when the
+  // backend has no such path; the caller then samples a host copy.
+  virtual bool sample(const Tensor& logits, std::span<const DeviceSampleRow> rows,
+                      std::vector<DeviceSampleResult>* out) {
+    return false;
+  }
 
   // Index arrays (token ids, positions, slot mappings, indptr, block tables) reach ops as host
   // spans. A forward announces all of them here first, once; a device backend uploads them in

@@ -9,6 +9,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
+#include "backends/cuda/sampling.h"
 
 namespace loom::backends::cuda {
 namespace {
@@ -192,6 +193,72 @@ class CudaOps final : public ops::Ops {
     void* workspace = ws > 0 ? must(arena_->allocate_scratch(ws), "attention workspace") : nullptr;
     must(cuda::paged_attention(d, q.data(), k_cache.data(), v_cache.data(), out.data(), workspace, stream_),
          "paged_attention");
+  }
+
+  bool sample(const Tensor& logits, std::span<const ops::DeviceSampleRow> rows,
+              std::vector<ops::DeviceSampleResult>* out) override {
+    LOOM_CHECK(on_device(logits) && logits.rank() == 2) << "sample: device logits [rows, vocab] expected";
+    const auto n = static_cast<int32_t>(rows.size());
+    const auto vocab = static_cast<int32_t>(logits.dim(1));
+    LOOM_CHECK(logits.dim(0) == n) << "sample: " << logits.dim(0) << " logits rows for " << n << " rows";
+    std::vector<SamplingRowParams> params(rows.size());
+    std::vector<double> uniforms(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      params[i].temperature = r.temperature;
+      params[i].top_p = r.top_p;
+      params[i].top_k = r.top_k;
+      params[i].min_p = r.min_p;
+      params[i].greedy = r.greedy ? 1 : 0;
+      params[i].num_logprobs = r.num_logprobs;
+      uniforms[i] = r.uniform;
+    }
+    // Scratch: params, uniforms, outputs, workspace (all dead after this call returns).
+    auto* d_params = static_cast<SamplingRowParams*>(
+        must(arena_->allocate_scratch(params.size() * sizeof(SamplingRowParams)), "sampling params"));
+    auto* d_uniforms =
+        static_cast<double*>(must(arena_->allocate_scratch(uniforms.size() * sizeof(double)), "uniforms"));
+    const size_t k = kMaxTopLogprobs;
+    auto* d_tokens = static_cast<int32_t*>(must(arena_->allocate_scratch(rows.size() * 4), "sampled tokens"));
+    auto* d_lp = static_cast<float*>(must(arena_->allocate_scratch(rows.size() * 4), "logprobs"));
+    auto* d_top_ids = static_cast<int32_t*>(must(arena_->allocate_scratch(rows.size() * k * 4), "top ids"));
+    auto* d_top_lp = static_cast<float*>(must(arena_->allocate_scratch(rows.size() * k * 4), "top logprobs"));
+    const size_t ws_bytes = sampling_workspace_bytes(n, vocab, 0);
+    void* ws = ws_bytes > 0 ? must(arena_->allocate_scratch(ws_bytes), "sampling workspace") : nullptr;
+    must(staging_->upload(d_params, params.data(), params.size() * sizeof(SamplingRowParams), stream_),
+         "sampling params upload");
+    must(staging_->upload(d_uniforms, uniforms.data(), uniforms.size() * sizeof(double), stream_),
+         "uniforms upload");
+    SamplingBatch batch;
+    batch.logits = logits.data();
+    batch.logits_dtype = logits.dtype();
+    batch.rows = n;
+    batch.vocab = vocab;
+    batch.params = d_params;
+    batch.uniforms = d_uniforms;
+    SamplingOutputs outs{d_tokens, d_lp, d_top_ids, d_top_lp};
+    must(cuda::sample(batch, outs, ws, ws_bytes, stream_), "sample");
+    std::vector<int32_t> tokens(rows.size()), top_ids(rows.size() * k);
+    std::vector<float> lps(rows.size()), top_lps(rows.size() * k);
+    must(copy_to_host_async(tokens.data(), d_tokens, tokens.size() * 4, stream_), "tokens download");
+    must(copy_to_host_async(lps.data(), d_lp, lps.size() * 4, stream_), "logprobs download");
+    bool any_top = false;
+    for (const auto& r : rows) any_top = any_top || r.num_logprobs > 0;
+    if (any_top) {
+      must(copy_to_host_async(top_ids.data(), d_top_ids, top_ids.size() * 4, stream_), "top ids download");
+      must(copy_to_host_async(top_lps.data(), d_top_lp, top_lps.size() * 4, stream_),
+           "top logprobs download");
+    }
+    LOOM_CHECK(cudaStreamSynchronize(stream_) == cudaSuccess) << cudaGetErrorString(cudaGetLastError());
+    out->assign(rows.size(), {});
+    for (size_t i = 0; i < rows.size(); ++i) {
+      (*out)[i].token = tokens[i];
+      (*out)[i].logprob = rows[i].num_logprobs >= 0 ? lps[i] : 0.0f;
+      for (int32_t j = 0; j < std::max(rows[i].num_logprobs, 0); ++j)
+        (*out)[i].top.emplace_back(top_ids[i * k + static_cast<size_t>(j)],
+                                   top_lps[i * k + static_cast<size_t>(j)]);
+    }
+    return true;
   }
 
  private:

@@ -176,8 +176,10 @@ class QwenCausalLM final : public CausalLM {
     return kv;
   }
 
-  core::Status forward(const ForwardBatch& b, std::vector<LayerKv>& kv, Tensor& logits,
-                       const DumpHook* dump) override {
+  ops::Ops& backend() override { return ops_; }
+
+  core::Status forward(const ForwardBatch& b, std::vector<LayerKv>& kv, Tensor& logits, const DumpHook* dump,
+                       bool device_logits) override {
     const auto T = static_cast<int64_t>(b.token_ids.size());
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
     const int64_t Hq = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, D = head_dim();
@@ -271,7 +273,7 @@ class QwenCausalLM final : public CausalLM {
     ops_.embedding(h, b.logits_rows, rows);  // gathers the rows whose logits are wanted
     Tensor out = ops_.empty({n, cfg_.vocab_size}, DType::kF32);
     ops_.linear(rows, lm_head_, none, out);
-    logits = ops_.to_host(out);  // [n, vocab] f32 on the host, for the sampler
+    logits = device_logits ? out : ops_.to_host(out);  // [n, vocab] f32
     return {};
   }
 
