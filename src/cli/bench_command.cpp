@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "engine/engine.h"
 #include "models/config/model_config.h"
 #include "models/registry.h"
+#include "ops/profiling_ops.h"
 #include "server/backend_factory.h"
 
 namespace loom::cli {
@@ -37,6 +39,7 @@ struct BenchArgs {
   double bandwidth_gbs = 0;  // measured copy bandwidth for the floor (0: not reported)
   double tflops = 0;         // measured dense GEMM rate for the floor (0: not reported)
   std::string out = "loom_bench.json";
+  bool profile = false;  // per-op host time (with CUDA_LAUNCH_BLOCKING=1 it includes the kernels)
 };
 
 std::vector<int> parse_list(const std::string& s) {
@@ -82,6 +85,7 @@ core::Expected<Harness> make_harness(const BenchArgs& a, const models::ModelConf
   b.device = a.device;
   b.threads = a.threads;
   b.gpu_memory_utilization = a.gpu_memory_utilization;
+  b.profile = a.profile;
   LOOM_ASSIGN_OR_RETURN(h.ops, server::make_backend(b));
   LOOM_ASSIGN_OR_RETURN(auto model, models::load_causal_lm(a.model, cfg, *h.ops, {}));
   engine::EngineConfig ec;
@@ -99,6 +103,12 @@ std::vector<int32_t> random_ids(std::mt19937& rng, int n, int64_t vocab) {
   std::vector<int32_t> v(static_cast<size_t>(n));
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// Tokens a decode-benchmark sequence may generate: the timed steps plus those that sequences
+// finishing their prefill early decode while the others still prefill.
+int decode_budget(const BenchArgs& a, int batch) {
+  return a.decode_steps + 64 + batch * a.context / 512;
 }
 
 engine::SamplingParams greedy(int max_tokens) {
@@ -120,9 +130,8 @@ int run_bench(const BenchArgs& a) {
   for (int p : prompt_lens) max_prompt = std::max(max_prompt, p + 1);
   int max_batch = 1;
   for (int b : batches) max_batch = std::max(max_batch, b);
-  const int64_t max_len = max_prompt + a.decode_steps + 2;
-  const int64_t kv_tokens =
-      std::max<int64_t>(max_len, static_cast<int64_t>(max_batch) * (a.context + a.decode_steps + 2));
+  const int64_t max_len = std::max<int64_t>(max_prompt + 2, a.context + decode_budget(a, max_batch) + 2);
+  const int64_t kv_tokens = std::max<int64_t>(max_len, static_cast<int64_t>(max_batch) * max_len);
   auto h = make_harness(a, *cfg, *tok, max_len, kv_tokens, std::max(max_prompt, 2048));
   if (!h.ok()) return std::fprintf(stderr, "loom: %s\n", h.status().to_string().c_str()), 1;
   engine::Engine& eng = *h->engine;
@@ -168,25 +177,35 @@ int run_bench(const BenchArgs& a) {
   // Decode: B sequences with `context` tokens each; time decode_steps steps after the prefill.
   json dec = json::array();
   for (int B : batches) {
+    std::set<int64_t> pending;
+    std::vector<int64_t> ids;
+    // Room for the timed steps plus the steps early sequences decode while others prefill.
+    const int max_tokens = decode_budget(a, B);
     for (int b = 0; b < B; ++b) {
-      auto id = eng.add_sequence(random_ids(rng, a.context, h->text->vocab_size), greedy(a.decode_steps + 1));
+      auto id = eng.add_sequence(random_ids(rng, a.context, h->text->vocab_size), greedy(max_tokens));
       if (!id.ok()) return std::fprintf(stderr, "loom: %s\n", id.status().to_string().c_str()), 1;
+      ids.push_back(*id);
+      pending.insert(*id);
     }
-    // Prefill everything (each sequence samples its first token), then time pure decode steps.
-    int sampled = 0;
-    while (sampled < B) {
+    // Prefill everything (until every sequence has sampled its first token; sequences that got
+    // there first keep decoding meanwhile), then time steps in which all B sequences decode.
+    while (!pending.empty()) {
       auto r = eng.step();
       if (!r.ok()) return std::fprintf(stderr, "loom: %s\n", r.status().to_string().c_str()), 1;
-      sampled += static_cast<int>(r->size());
+      for (const auto& o : *r) pending.erase(o.seq_id);
     }
+    auto* prof = dynamic_cast<ops::ProfilingOps*>(h->ops.get());
+    if (prof != nullptr) prof->reset();
     const auto t0 = Clock::now();
     int steps = 0;
-    while (eng.has_unfinished()) {
+    for (; steps < a.decode_steps; ++steps) {
       auto r = eng.step();
       if (!r.ok()) return std::fprintf(stderr, "loom: %s\n", r.status().to_string().c_str()), 1;
-      ++steps;
+      if (static_cast<int>(r->size()) != B)
+        return std::fprintf(stderr, "loom: bench step ran %zu of %d sequences\n", r->size(), B), 1;
     }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (int64_t id : ids) eng.abort_sequence(id);
     const double per_step = secs / steps;
     const double ctx = a.context + a.decode_steps / 2.0;
     const double bytes = cost.weight_bytes + B * ctx * cost.kv_bytes_per_token;
@@ -195,6 +214,7 @@ int run_bench(const BenchArgs& a) {
     std::snprintf(name, sizeof name, "decode b=%d ctx=%d", B, a.context);
     std::printf("%-28s %9.2f ms %10.0f tok/s %11s\n", name, per_step * 1e3, B / per_step,
                 floor > 0 ? (std::to_string(static_cast<int>(100 * floor / per_step)) + "%").c_str() : "-");
+    if (prof != nullptr) std::printf("%s", prof->report().c_str());
     dec.push_back({{"batch", B},
                    {"context", a.context},
                    {"steps", steps},
@@ -232,6 +252,8 @@ void add_bench_command(CLI::App& app) {
                   "Measured memory bandwidth (GB/s) for the decode floor");
   cmd->add_option("--tflops", args->tflops, "Measured dense matmul rate (TFLOP/s) for the prefill floor");
   cmd->add_option("--out", args->out, "JSON output")->capture_default_str();
+  cmd->add_flag("--profile", args->profile,
+                "Per-op time of the decode steps (set CUDA_LAUNCH_BLOCKING=1 on GPUs)");
   cmd->callback([args]() { set_exit_code(run_bench(*args)); });
 }
 

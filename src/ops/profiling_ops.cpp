@@ -8,8 +8,8 @@
 namespace loom::ops {
 namespace {
 
-constexpr const char* kOpNames[] = {"embedding", "linear", "rms_norm", "add_rms_norm",   "rope",
-                                    "silu_mul",  "add",    "write_kv", "paged_attention"};
+constexpr const char* kOpNames[] = {"embedding", "linear", "rms_norm", "add_rms_norm",    "rope",
+                                    "silu_mul",  "add",    "write_kv", "paged_attention", "sample"};
 
 }  // namespace
 
@@ -51,6 +51,13 @@ void ProfilingOps::write_kv(const Tensor& k, const Tensor& v, std::span<const in
 void ProfilingOps::paged_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                                    const PagedAttentionParams& p, Tensor& out) {
   timed(kAttention, [&] { inner_->paged_attention(q, k_cache, v_cache, p, out); });
+}
+
+bool ProfilingOps::sample(const Tensor& logits, std::span<const DeviceSampleRow> rows,
+                          std::vector<DeviceSampleResult>* out) {
+  bool ok = false;
+  timed(kSample, [&] { ok = inner_->sample(logits, rows, out); });
+  return ok;
 }
 
 std::string ProfilingOps::report() const {

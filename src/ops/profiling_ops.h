@@ -24,6 +24,7 @@ class ProfilingOps final : public Ops {
     kAdd,
     kWriteKv,
     kAttention,
+    kSample,
     kNumOps
   };
 
@@ -37,9 +38,7 @@ class ProfilingOps final : public Ops {
   Tensor upload_weight(const Tensor& host) override { return inner_->upload_weight(host); }
   Tensor to_host(const Tensor& t) override { return inner_->to_host(t); }
   bool sample(const Tensor& logits, std::span<const DeviceSampleRow> rows,
-              std::vector<DeviceSampleResult>* out) override {
-    return inner_->sample(logits, rows, out);
-  }
+              std::vector<DeviceSampleResult>* out) override;
   void prepare_indices(std::initializer_list<std::span<const int32_t>> arrays) override {
     inner_->prepare_indices(arrays);
   }
