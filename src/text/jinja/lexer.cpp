@@ -459,20 +459,12 @@ class Lexer {
     std::string ascii;
     ascii.reserve(raw.size());
     size_t p = 0;
-    char buf[16];
     while (p < raw.size()) {
       char32_t cp = unicode::decode(raw, &p);
       if (cp < 0x80) {
         ascii.push_back(static_cast<char>(cp));
       } else {
-        if (cp <= 0xFF) {
-          std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
-        } else if (cp <= 0xFFFF) {
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
-        } else {
-          std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
-        }
-        ascii += buf;
+        unicode::append_escaped(ascii, cp);
       }
     }
     std::string out;

@@ -15,20 +15,12 @@ std::string ascii_repr(const Value& v) {
   std::string r = repr(v);
   std::string out;
   size_t pos = 0;
-  char buf[16];
   while (pos < r.size()) {
     char32_t cp = unicode::decode(r, &pos);
     if (cp < 0x80) {
       out.push_back(static_cast<char>(cp));
     } else {
-      if (cp <= 0xFF) {
-        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
-      } else if (cp <= 0xFFFF) {
-        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
-      } else {
-        std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
-      }
-      out += buf;
+      unicode::append_escaped(out, cp);
     }
   }
   return out;

@@ -1,5 +1,9 @@
 #include "text/jinja/unicode.h"
 
+#include <cstdio>
+
+#include "core/utf8.h"
+
 #include <utf8proc.h>
 
 namespace loom::text::jinja::unicode {
@@ -46,21 +50,21 @@ char32_t decode(std::string_view s, size_t* pos) {
 void append(std::string& out, char32_t cp) {
   if (cp >= 0xDC80 && cp <= 0xDCFF) {  // surrogate-escaped raw byte
     out.push_back(static_cast<char>(cp - 0xDC00));
-  } else if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
   } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    core::append_utf8(out, cp);
   }
+}
+
+void append_escaped(std::string& out, char32_t cp) {
+  char buf[16];
+  if (cp <= 0xFF) {
+    std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
+  } else if (cp <= 0xFFFF) {
+    std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+  } else {
+    std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
+  }
+  out += buf;
 }
 
 std::u32string to_u32(std::string_view s) {

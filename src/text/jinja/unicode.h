@@ -15,6 +15,8 @@ namespace loom::text::jinja::unicode {
 // Decodes the code point at s[*pos] and advances *pos past it.
 char32_t decode(std::string_view s, size_t* pos);
 void append(std::string& out, char32_t cp);
+// Python's backslash escape of a non-ASCII code point: \xhh, \uhhhh or \Uhhhhhhhh.
+void append_escaped(std::string& out, char32_t cp);
 
 std::u32string to_u32(std::string_view s);
 std::string to_utf8(std::u32string_view s);

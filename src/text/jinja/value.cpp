@@ -424,14 +424,7 @@ std::string str_repr(std::string_view s) {
     } else if (unicode::is_printable(cp)) {
       unicode::append(out, cp);
     } else {
-      if (cp <= 0xFF) {
-        std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
-      } else if (cp <= 0xFFFF) {
-        std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
-      } else {
-        std::snprintf(buf, sizeof buf, "\\U%08x", static_cast<unsigned>(cp));
-      }
-      out += buf;
+      unicode::append_escaped(out, cp);
     }
   }
   out.push_back(static_cast<char>(quote));
