@@ -26,7 +26,7 @@ constexpr double kLogprobAbs = 1e-4;    // per top-5 logprob
 // Greedy tokens must match exactly where the reference's top-1/top-2 margin is above this.
 constexpr double kMarginForExactTokens = 1e-3;
 
-const char* kModels[] = {"qwen2-tiny", "qwen3-tiny", "qwen3-gqa-tiny"};
+const char* kModels[] = {"qwen2-tiny", "qwen3-tiny", "qwen3-gqa-tiny", "qwen2-window-tiny"};
 
 enum class Backend { kReference, kCpu };
 

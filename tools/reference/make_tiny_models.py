@@ -54,6 +54,16 @@ MODELS = [
                      num_key_value_heads=2, head_dim=80, max_position_embeddings=4096, rope_theta=10000.0,
                      rms_norm_eps=1e-5, tie_word_embeddings=False, attention_bias=False),
          shards=1, seed=3),
+    # Qwen2 with sliding-window attention on the layers from max_window_layers on (window 16,
+    # shorter than the prompts) and yarn rope scaling.
+    dict(name="qwen2-window-tiny", cls=(Qwen2Config, Qwen2ForCausalLM), template="qwen2.5-7b-instruct",
+         config=dict(hidden_size=128, intermediate_size=96, num_hidden_layers=3, num_attention_heads=2,
+                     num_key_value_heads=2, max_position_embeddings=4096, rope_theta=10000.0,
+                     rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=True,
+                     sliding_window=16, max_window_layers=1,
+                     rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                   "original_max_position_embeddings": 1024}),
+         shards=1, seed=4),
 ]
 
 REQUESTS = [
