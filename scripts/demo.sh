@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-model=tests/fixtures/models/qwen3-tiny
+model=tests/fixtures/models/qwen3-gqa-tiny
 echo "== loom generate --prompt (streamed text) =="
 build/loom generate --model "$model" --prompt "Hello! What can you do?" --max-tokens 24 --temperature 0
 echo "== loom generate --request (OpenAI chat.completion JSON) =="
