@@ -1,5 +1,7 @@
 #include "models/qwen_vl/processor_config.h"
 
+#include "models/qwen_vl/processor_json.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -9,29 +11,15 @@ namespace loom::models::qwen_vl {
 namespace {
 
 using Json = nlohmann::json;
-
-core::Status read_int(const Json& j, const char* key, const std::string& origin, int64_t* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return core::Status::ok_status();
-  if (!it->is_number_integer())
-    return core::invalid_argument(origin + ": \"" + key + "\" must be an integer");
-  *out = it->get<int64_t>();
-  return core::Status::ok_status();
-}
+using detail::read_bool;
+using detail::read_file;
+using detail::read_int;
 
 core::Status read_int32(const Json& j, const char* key, const std::string& origin, int32_t* out) {
   int64_t v = *out;
   LOOM_RETURN_IF_ERROR(read_int(j, key, origin, &v));
   if (v < 1 || v > 4096) return core::invalid_argument(origin + ": \"" + key + "\" out of range");
   *out = static_cast<int32_t>(v);
-  return core::Status::ok_status();
-}
-
-core::Status read_bool(const Json& j, const char* key, const std::string& origin, bool* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return core::Status::ok_status();
-  if (!it->is_boolean()) return core::invalid_argument(origin + ": \"" + key + "\" must be a boolean");
-  *out = it->get<bool>();
   return core::Status::ok_status();
 }
 
@@ -50,14 +38,6 @@ core::Status read_triple(const Json& j, const char* key, const std::string& orig
     (*out)[i] = (*it)[i].get<float>();
   }
   return core::Status::ok_status();
-}
-
-core::Expected<std::string> read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return core::io_error("cannot read " + p.string());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 core::Expected<ImageProcessorConfig> from_json(const Json& j, const std::string& origin) {

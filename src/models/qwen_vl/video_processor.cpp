@@ -1,5 +1,7 @@
 #include "models/qwen_vl/video_processor.h"
 
+#include "models/qwen_vl/processor_json.h"
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -13,35 +15,12 @@ namespace loom::models::qwen_vl {
 namespace {
 
 using Json = nlohmann::json;
-
-core::Status read_int(const Json& j, const char* key, const std::string& origin, int64_t* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return core::Status::ok_status();
-  if (!it->is_number_integer())
-    return core::invalid_argument(origin + ": \"" + key + "\" must be an integer");
-  *out = it->get<int64_t>();
-  return core::Status::ok_status();
-}
-
-core::Status read_bool(const Json& j, const char* key, const std::string& origin, bool* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return core::Status::ok_status();
-  if (!it->is_boolean()) return core::invalid_argument(origin + ": \"" + key + "\" must be a boolean");
-  *out = it->get<bool>();
-  return core::Status::ok_status();
-}
+using detail::read_bool;
+using detail::read_int;
 
 bool has_value(const Json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && !it->is_null();
-}
-
-core::Expected<std::string> read_text(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) return core::io_error("cannot read " + p.string());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 core::Expected<VideoProcessorConfig> from_json(Json j, const std::string& origin) {
@@ -121,7 +100,7 @@ core::Expected<VideoProcessorConfig> load_video_processor_config(const std::stri
   const fs::path dir(model_dir);
   const fs::path nested = dir / "processor_config.json";
   if (fs::exists(nested)) {
-    LOOM_ASSIGN_OR_RETURN(std::string text, read_text(nested));
+    LOOM_ASSIGN_OR_RETURN(std::string text, detail::read_file(nested));
     Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return core::invalid_argument(nested.string() + ": not valid JSON");
     if (j.is_object()) {
@@ -131,7 +110,7 @@ core::Expected<VideoProcessorConfig> load_video_processor_config(const std::stri
   for (const char* name : {"video_preprocessor_config.json", "preprocessor_config.json"}) {
     const fs::path p = dir / name;
     if (!fs::exists(p)) continue;
-    LOOM_ASSIGN_OR_RETURN(std::string text, read_text(p));
+    LOOM_ASSIGN_OR_RETURN(std::string text, detail::read_file(p));
     return parse_video_processor_config(text, p.string());
   }
   return core::not_found(
