@@ -2,6 +2,8 @@
 //   --request REQ.json   body of an OpenAI /v1/chat/completions request; prints the
 //                        chat.completion JSON (or SSE chunks when "stream": true) on stdout.
 //   --prompt "..."       for people: streams the answer to the terminal.
+//   --allowed-local-media-path DIR, --limit-mm-per-prompt image=N,video=M: media policy (vLLM's flags),
+//                        passed to the chat service, which loads media parts with them.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "server/chat_service.h"
+#include "server/multimodal_input.h"
 #include "server/openai_protocol.h"
 
 namespace loom::cli {
@@ -33,9 +36,13 @@ struct GenerateArgs {
   int64_t max_model_len = 0;
   int max_tokens = 256;
   bool profile = false;
+  bool enforce_eager = false;
   double gpu_memory_utilization = 0.9;
   double temperature = -1;
   int64_t seed = -1;
+  // --allowed-local-media-path / --limit-mm-per-prompt; the media policy every request is loaded with
+  // (server::load_multimodal_inputs).
+  server::MultimodalConfig multimodal;
 };
 
 core::Expected<nlohmann::ordered_json> read_request(const std::string& path) {
@@ -70,6 +77,8 @@ core::Expected<std::unique_ptr<server::ChatService>> load_service(const Generate
   opt.served_model_name = a.served_model_name;
   opt.engine.max_model_len = a.max_model_len;
   opt.profile = a.profile;
+  opt.engine.cuda_graphs = !a.enforce_eager;
+  opt.multimodal = a.multimodal;
   opt.gpu_memory_utilization = a.gpu_memory_utilization;
   if (a.dtype == "auto")
     opt.weight_dtype = models::WeightDType::kAuto;
@@ -216,8 +225,23 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--gpu-memory-utilization", args->gpu_memory_utilization,
                   "Fraction of GPU memory Loom may use (cuda)")
       ->capture_default_str();
+  cmd->add_flag("--enforce-eager", args->enforce_eager,
+                "Run decode steps without CUDA graphs (as vLLM's flag)");
   cmd->add_flag("--profile", args->profile, "Print where the time went, per op (with --prompt)");
   cmd->add_option("--served-model-name", args->served_model_name, "Model name in responses");
+  cmd->add_option("--allowed-local-media-path", args->multimodal.policy.allowed_local_media_path,
+                  "Directory whose files requests may name as media (file:// URLs, absolute paths); "
+                  "unset: local files are refused")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option_function<std::string>(
+      "--limit-mm-per-prompt",
+      [args](const std::string& spec) {
+        auto limits = server::parse_limit_mm_per_prompt(spec, args->multimodal.per_prompt);
+        if (!limits.ok()) throw CLI::ValidationError("--limit-mm-per-prompt", limits.status().message());
+        args->multimodal.per_prompt = *limits;
+      },
+      "Most media items per request: image=N,video=M or '{\"image\": N, \"video\": M}' "
+      "(default image=16,video=2)");
   cmd->callback([args, request, prompt]() {
     if (request->count() == 0 && prompt->count() == 0) throw CLI::RequiredError("--request or --prompt");
     set_exit_code(request->count() ? run_request(*args) : run_prompt(*args));

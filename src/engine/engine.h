@@ -29,6 +29,10 @@ struct EngineConfig {
   int64_t kv_cache_tokens = 0;  // KV capacity in tokens; 0 => max(max_model_len, 8192)
   SchedulerConfig scheduler;
   std::vector<int32_t> eos_token_ids;
+  // Decode steps of at most max_graph_batch sequences replay CUDA graphs on backends that
+  // support them (off: every step runs eagerly, e.g. for profiling).
+  bool cuda_graphs = true;
+  int32_t max_graph_batch = 256;
 };
 
 // What one step produced for one sequence.
@@ -52,18 +56,27 @@ class Engine {
   // vocabulary. Returns the sequence id.
   core::Expected<int64_t> add_sequence(std::vector<int32_t> prompt_ids, const SamplingParams& params,
                                        uint64_t rng_index = 0);
+  // A multimodal prompt (models::CausalLM::prepare_multimodal): its token ids are the prompt; its
+  // encoder embeddings replace the placeholder rows during prefill, its M-RoPE positions position
+  // the prompt and its rope delta the generated tokens.
+  core::Expected<int64_t> add_multimodal_sequence(std::shared_ptr<const models::MultimodalPrompt> prompt,
+                                                  const SamplingParams& params, uint64_t rng_index = 0);
   void abort_sequence(int64_t seq_id);
   // One scheduler step + forward + sampling. Returns outputs of the sequences that sampled.
   core::Expected<std::vector<SequenceOutput>> step();
   bool has_unfinished() const { return !scheduler_.empty(); }
 
   const models::CausalLM& model() const { return *model_; }
+  models::CausalLM& model() { return *model_; }
   const EngineConfig& config() const { return config_; }
   int64_t max_model_len() const { return config_.max_model_len; }
   const Scheduler& scheduler() const { return scheduler_; }
 
  private:
   struct SeqState;
+  core::Status check_prompt(const std::vector<int32_t>& prompt_ids, const SamplingParams& params) const;
+  core::Expected<int64_t> admit(std::vector<int32_t> prompt_ids, const SamplingParams& params,
+                                uint64_t rng_index, std::shared_ptr<const models::MultimodalPrompt> mm);
 
   std::unique_ptr<models::CausalLM> model_;
   const text::Tokenizer& tokenizer_;
@@ -74,6 +87,7 @@ class Engine {
   std::vector<models::LayerKv> kv_;
   std::unordered_map<int64_t, std::unique_ptr<SeqState>> seqs_;
   int64_t next_id_ = 1;
+  int32_t spare_block_ = 0;  // KV block outside the block manager, for graph padding rows
   core::Tensor logits_;
 };
 

@@ -11,7 +11,9 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "models/config/model_config.h"
+#include "models/multimodal.h"
 #include "ops/ops.h"
+#include "text/tokenizer.h"
 
 namespace loom::models {
 
@@ -32,6 +34,24 @@ struct ForwardBatch {
   int32_t max_blocks_per_seq = 0;
   int32_t block_size = 16;
   std::vector<int32_t> logits_rows;  // token rows (into [T]) whose logits are wanted, in order
+  // Upper bound of kv_lens the attention may plan for (0: their maximum). Fixed per graph.
+  int32_t max_kv_len_bound = 0;
+  // Non-zero: the caller promises that every forward with this key has the same shapes (T,
+  // sequences, max_blocks_per_seq, logits rows, bound), so a device backend may capture it
+  // into a graph and replay it (ops::Ops::graph_begin). Only with device_logits and no dump.
+  uint64_t graph_key = 0;
+
+  // Multimodal prompts (all empty for text).
+  // M-RoPE: [3 * T] positions, the t row, then h, then w, when some token's three positions
+  // differ (vision tokens in this step); empty: `positions` serves all three sections.
+  std::vector<int32_t> mrope_positions;
+  // Encoder embeddings that replace the token embedding at token rows mm_rows ([N] into [T]):
+  // [N, hidden] in the backend's activation dtype, on the host (as encode_multimodal returns them).
+  core::Tensor mm_embeds;
+  std::vector<int32_t> mm_rows;
+  // DeepStack (Qwen3-VL): deepstack_embeds[i] [N, hidden] is added to the hidden state after
+  // decoder layer i at the rows mm_rows, as transformers' _deepstack_process does.
+  std::vector<core::Tensor> deepstack_embeds;
 };
 
 // Called with every named intermediate tensor ("embed", "blk.3.out", "final_norm", ...) when
@@ -43,6 +63,8 @@ enum class WeightDType { kAuto, kF32, kBF16 };
 
 struct LoadOptions {
   WeightDType weight_dtype = WeightDType::kAuto;
+  std::string model_dir;  // the checkpoint folder (processor configs); load_causal_lm sets it
+  int num_threads = 0;    // CPU threads for preprocessing (0: all)
 };
 
 class CausalLM {
@@ -62,6 +84,17 @@ class CausalLM {
                                const DumpHook* dump = nullptr, bool device_logits = false) = 0;
   // The op backend the model runs on (for sampling on its device).
   virtual ops::Ops& backend() = 0;
+
+  // Vision-language families: expands the rendered prompt's placeholders for `items` (in order of
+  // appearance), tokenizes it, computes positions and runs the encoders (multimodal.h). Text-only
+  // models: Unsupported. Errors name the offending item.
+  virtual core::Expected<MultimodalPrompt> prepare_multimodal(const std::string& prompt,
+                                                              const text::Tokenizer& tokenizer,
+                                                              std::span<const MediaItem> items) {
+    return core::unsupported("this model takes text only (" + text_config().model_type + ")");
+  }
+  // Whether the model positions tokens with M-RoPE (decode positions then carry a rope delta).
+  virtual bool multimodal() const { return false; }
 };
 
 }  // namespace loom::models

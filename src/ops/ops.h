@@ -63,6 +63,13 @@ struct DeviceSampleResult {
   std::vector<std::pair<int32_t, float>> top;  // top num_logprobs raw logprobs, highest first
 };
 
+// Where a forward stands with respect to a CUDA graph (Ops::graph_begin).
+enum class GraphStep {
+  kEager,    // ops run as usual (no graph, or the key's first use: it warms GEMM plans)
+  kCapture,  // ops are recorded into a graph that graph_end then launches
+  kReplay,   // ops only allocate (their launches are in the graph); graph_end launches it
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -85,6 +92,11 @@ class Ops {
   // A host copy of a tensor of this backend (the CPU returns it as is).
   virtual Tensor to_host(const Tensor& t) { return t; }
 
+  // A per-forward device copy of a host tensor, keeping its dtype (multimodal embeddings, per-token
+  // rope tables): scratch memory like empty(), so call it after prepare_indices. The CPU returns
+  // the host tensor as is.
+  virtual Tensor upload_scratch(const Tensor& host) { return host; }
+
   // Samples rows of logits [rows, vocab] (f32) that live on this backend's device, with the
   // semantics of engine::Sampler for the settings in DeviceSampleRow. Returns false when the
   // backend has no such path; the caller then samples a host copy.
@@ -99,7 +111,22 @@ class Ops {
   // must stay alive and unchanged until the next prepare_indices call.
   virtual void prepare_indices(std::initializer_list<std::span<const int32_t>> arrays) {}
 
+  // Graphs (device backends). A forward whose every launch argument is fixed by `key` (same
+  // shapes, same sizes of the announced index arrays, so the same scratch addresses) brackets
+  // its ops with graph_begin (after prepare_indices) and graph_end. The backend runs the first
+  // use eagerly, captures the second, and replays the graph afterwards; the caller must issue
+  // the same sequence of ops every time and read nothing back in between.
+  virtual bool supports_graphs() const { return false; }
+  virtual GraphStep graph_begin(uint64_t key) { return GraphStep::kEager; }
+  virtual void graph_end(uint64_t key) {}
+
   // out[t, :] = table[ids[t], :]; table [vocab, hidden] (f32/bf16/f16), out [T, hidden] f32.
+  // On a device backend out is in activation_dtype() and the table must be in that dtype too.
+  // The table may also be an activation tensor of this backend ([rows, features], e.g. from
+  // empty()): then this is the row gather out[i, :] = x[ids[i], :] (window permutations, last-token
+  // selection), exact on every backend (CPU: f32 rows; CUDA: the gather_rows kernel in the table's
+  // dtype). There is no separate gather op for that reason. ids are announced through
+  // prepare_indices like any index array.
   virtual void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) = 0;
 
   // y[M, N] = x[M, K] @ w[N, K]^T (+ bias[N] if defined). x, y f32; w f32/bf16/f16.
@@ -117,6 +144,18 @@ class Ops {
   // tables [max_pos, rotary_dim/2] (f32).
   virtual void rope(Tensor& x, std::span<const int32_t> positions, const Tensor& cos, const Tensor& sin,
                     const RopeParams& p) = 0;
+
+  // torch LayerNorm over the last dim: y = (x - mean) / sqrt(var + eps) * weight + bias, with the
+  // biased variance (mean of squared deviations). x, y [..., H] activations; weight [H] and bias [H]
+  // f32/bf16/f16 (bias may be undefined: no bias). y may alias x.
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                          Tensor& y) = 0;
+
+  // Elementwise GELU of activations x (any shape), y the same shape; y may alias x.
+  //   tanh_approx = false: exact 0.5 * x * (1 + erf(x / sqrt(2)))        (nn.GELU(), "gelu")
+  //   tanh_approx = true:  0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
+  //                        (nn.GELU(approximate="tanh"), "gelu_pytorch_tanh")
+  virtual void gelu(const Tensor& x, Tensor& y, bool tanh_approx) = 0;
 
   // gate_up [T, 2*I] = [gate | up] -> out [T, I] = silu(gate) * up.
   virtual void silu_mul(const Tensor& gate_up, Tensor& out) = 0;

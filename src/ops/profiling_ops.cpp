@@ -8,8 +8,11 @@
 namespace loom::ops {
 namespace {
 
-constexpr const char* kOpNames[] = {"embedding", "linear", "rms_norm", "add_rms_norm",    "rope",
-                                    "silu_mul",  "add",    "write_kv", "paged_attention", "sample"};
+// In the order of ProfilingOps::Op.
+constexpr const char* kOpNames[] = {"embedding",       "linear", "rms_norm",   "add_rms_norm", "rope",
+                                    "silu_mul",        "add",    "layer_norm", "gelu",         "write_kv",
+                                    "paged_attention", "sample"};
+static_assert(sizeof(kOpNames) / sizeof(kOpNames[0]) == ProfilingOps::kNumOps);
 
 }  // namespace
 
@@ -40,6 +43,13 @@ void ProfilingOps::rope(Tensor& x, std::span<const int32_t> positions, const Ten
 }
 void ProfilingOps::silu_mul(const Tensor& gate_up, Tensor& out) {
   timed(kSiluMul, [&] { inner_->silu_mul(gate_up, out); });
+}
+void ProfilingOps::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                              Tensor& y) {
+  timed(kLayerNorm, [&] { inner_->layer_norm(x, weight, bias, eps, y); });
+}
+void ProfilingOps::gelu(const Tensor& x, Tensor& y, bool tanh_approx) {
+  timed(kGelu, [&] { inner_->gelu(x, y, tanh_approx); });
 }
 void ProfilingOps::add_inplace(Tensor& a, const Tensor& b) {
   timed(kAdd, [&] { inner_->add_inplace(a, b); });

@@ -22,6 +22,8 @@ class ProfilingOps final : public Ops {
     kRope,
     kSiluMul,
     kAdd,
+    kLayerNorm,
+    kGelu,
     kWriteKv,
     kAttention,
     kSample,
@@ -37,6 +39,7 @@ class ProfilingOps final : public Ops {
   Tensor upload(const Tensor& host) override { return inner_->upload(host); }
   Tensor upload_weight(const Tensor& host) override { return inner_->upload_weight(host); }
   Tensor to_host(const Tensor& t) override { return inner_->to_host(t); }
+  Tensor upload_scratch(const Tensor& host) override { return inner_->upload_scratch(host); }
   bool sample(const Tensor& logits, std::span<const DeviceSampleRow> rows,
               std::vector<DeviceSampleResult>* out) override;
   void prepare_indices(std::initializer_list<std::span<const int32_t>> arrays) override {
@@ -49,6 +52,8 @@ class ProfilingOps final : public Ops {
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& y) override;
   void rope(Tensor& x, std::span<const int32_t> positions, const Tensor& cos, const Tensor& sin,
             const RopeParams& p) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y) override;
+  void gelu(const Tensor& x, Tensor& y, bool tanh_approx) override;
   void silu_mul(const Tensor& gate_up, Tensor& out) override;
   void add_inplace(Tensor& a, const Tensor& b) override;
   void write_kv(const Tensor& k, const Tensor& v, std::span<const int32_t> slot_mapping, Tensor& k_cache,

@@ -63,6 +63,15 @@ void rms_norm_row(const float* x, const Tensor& weight, float eps, int64_t h, fl
   }
 }
 
+// GELU in double: the exact erf form or torch's tanh approximation.
+double gelu_double(double v, bool tanh_approx) {
+  if (tanh_approx) {
+    const double k = std::sqrt(2.0 / 3.14159265358979323846);
+    return 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
+  }
+  return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+}
+
 class ReferenceOps final : public Ops {
  public:
   const char* name() const override { return "reference"; }
@@ -127,6 +136,32 @@ class ReferenceOps final : public Ops {
         }
       }
     }
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y) override {
+    const auto d = contract::check_layer_norm(x, weight, bias, y);
+    std::vector<double> row(static_cast<size_t>(d.hidden));  // y may alias x
+    for (int64_t r = 0; r < d.rows; ++r) {
+      const float* xr = x.data_as<float>() + r * d.hidden;
+      double mean = 0.0;
+      for (int64_t i = 0; i < d.hidden; ++i) mean += row[i] = xr[i];
+      mean /= static_cast<double>(d.hidden);
+      double var = 0.0;
+      for (int64_t i = 0; i < d.hidden; ++i) var += (row[i] - mean) * (row[i] - mean);
+      const double inv = 1.0 / std::sqrt(var / static_cast<double>(d.hidden) + static_cast<double>(eps));
+      float* yr = y.data_as<float>() + r * d.hidden;
+      for (int64_t i = 0; i < d.hidden; ++i) {
+        const double w = load_elem(weight.data(), weight.dtype(), i);
+        const double b = bias.defined() ? load_elem(bias.data(), bias.dtype(), i) : 0.0;
+        yr[i] = static_cast<float>((row[i] - mean) * inv * w + b);
+      }
+    }
+  }
+
+  void gelu(const Tensor& x, Tensor& y, bool tanh_approx) override {
+    const int64_t n = contract::check_gelu(x, y);
+    for (int64_t i = 0; i < n; ++i)
+      y.data_as<float>()[i] = static_cast<float>(gelu_double(x.data_as<float>()[i], tanh_approx));
   }
 
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
@@ -290,6 +325,32 @@ RopeDims check_rope(const Tensor& x, std::span<const int32_t> positions, const T
   for (int32_t pos : positions)
     LOOM_CHECK(pos >= 0 && pos < d.max_positions) << "rope position " << pos << " of " << d.max_positions;
   return d;
+}
+
+RowDims check_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
+  check_cpu_f32(x, "layer_norm x");
+  check_cpu_float(weight, "layer_norm weight");
+  check_cpu_f32(y, "layer_norm y");
+  LOOM_CHECK(x.rank() >= 1 && x.dim(-1) == weight.numel() && y.numel() == x.numel() && y.dim(-1) == x.dim(-1))
+      << "layer_norm x " << core::shape_to_string(x.shape()) << " weight "
+      << core::shape_to_string(weight.shape()) << " y " << core::shape_to_string(y.shape());
+  if (bias.defined()) {
+    check_cpu_float(bias, "layer_norm bias");
+    LOOM_CHECK(bias.numel() == weight.numel())
+        << "layer_norm bias has " << bias.numel() << " elements, want " << weight.numel();
+  }
+  RowDims d;
+  d.hidden = x.dim(-1);
+  d.rows = d.hidden == 0 ? 0 : x.numel() / d.hidden;
+  return d;
+}
+
+int64_t check_gelu(const Tensor& x, const Tensor& y) {
+  check_cpu_f32(x, "gelu x");
+  check_cpu_f32(y, "gelu y");
+  LOOM_CHECK(x.numel() == y.numel()) << "gelu x " << core::shape_to_string(x.shape()) << " y "
+                                     << core::shape_to_string(y.shape());
+  return x.numel();
 }
 
 SiluMulDims check_silu_mul(const Tensor& gate_up, const Tensor& out) {

@@ -51,6 +51,13 @@ struct RopeDims {
 RopeDims check_rope(const Tensor& x, std::span<const int32_t> positions, const Tensor& cos, const Tensor& sin,
                     const RopeParams& p);
 
+// layer_norm: x any rank with last dim == weight.numel(); bias undefined or the same size;
+// y the same shape as x (may alias it).
+RowDims check_layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);
+
+// gelu: x, y f32 of the same element count (y may alias x). Returns the element count.
+int64_t check_gelu(const Tensor& x, const Tensor& y);
+
 struct SiluMulDims {
   int64_t tokens = 0, inter = 0;
 };

@@ -77,6 +77,60 @@ std::string tokenizer_config_eos(const std::filesystem::path& dir) {
 
 }  // namespace
 
+nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages) {
+  nlohmann::ordered_json out = messages;
+  for (auto& m : out) {
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    for (auto& part : m["content"]) {
+      if (!part.is_object() || !part.contains("type")) continue;
+      for (const char* kind : {"image", "video"}) {
+        const std::string key = std::string(kind) + "_url";
+        if (part["type"] != key || !part.contains(key)) continue;
+        const auto& v = part[key];
+        nlohmann::ordered_json url = v.is_object() ? v.value("url", nlohmann::ordered_json("")) : v;
+        part = nlohmann::ordered_json{{"type", kind}, {"url", std::move(url)}};
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+bool template_takes_content_parts(const text::ChatTemplate& tpl) {
+  return template_iterates_content(tpl.source());
+}
+
+core::Expected<std::string> render_chat_prompt(const text::ChatTemplate& tpl, bool takes_parts,
+                                               const ChatRequest& req) {
+  nlohmann::ordered_json messages;
+  if (takes_parts) {
+    messages = template_messages(req.messages);
+  } else {
+    LOOM_ASSIGN_OR_RETURN(messages, flatten_text_parts(req.messages));
+  }
+  text::ChatTemplateOptions opts;
+  opts.add_generation_prompt = req.add_generation_prompt;
+  opts.tools = req.tools;
+  opts.extra_context = req.chat_template_kwargs;
+  LOOM_ASSIGN_OR_RETURN(std::string prompt, tpl.render(messages, opts));
+  if (req.continue_final_message) {
+    // Drop what the template appends after the final assistant message (vLLM's behaviour).
+    const auto& last = req.messages.back()["content"];
+    std::string final_text;
+    if (last.is_string()) {
+      final_text = last.get<std::string>();
+    } else if (last.is_array() && !last.empty() && last.back().contains("text")) {
+      final_text = last.back()["text"].get<std::string>();
+    }
+    const size_t pos = final_text.empty() ? std::string::npos : prompt.rfind(final_text);
+    if (pos == std::string::npos)
+      return core::invalid_argument(
+          "continue_final_message: the final message is not in the rendered prompt");
+    prompt.resize(pos + final_text.size());
+  }
+  return prompt;
+}
+
 ChatService::~ChatService() = default;
 
 core::Expected<std::unique_ptr<ChatService>> ChatService::load(const ServiceOptions& options) {
@@ -94,7 +148,7 @@ core::Expected<std::unique_ptr<ChatService>> ChatService::load(const ServiceOpti
   LOOM_ASSIGN_OR_RETURN(text::Tokenizer tok, text::Tokenizer::from_file((dir / "tokenizer.json").string()));
   s->tokenizer_ = std::make_unique<text::Tokenizer>(std::move(tok));
   LOOM_ASSIGN_OR_RETURN(text::ChatTemplate tpl, text::ChatTemplate::from_model_dir(options.model_dir));
-  s->template_takes_parts_ = template_iterates_content(tpl.source());
+  s->template_takes_parts_ = template_takes_content_parts(tpl);
   s->template_ = std::make_unique<text::ChatTemplate>(std::move(tpl));
 
   LOOM_ASSIGN_OR_RETURN(models::GenerationConfig gen,
@@ -120,6 +174,8 @@ core::Expected<std::unique_ptr<ChatService>> ChatService::load(const ServiceOpti
   LOOM_ASSIGN_OR_RETURN(s->ops_, make_backend(backend));
   models::LoadOptions load;
   load.weight_dtype = options.weight_dtype;
+  load.num_threads = options.threads;
+  s->multimodal_ = options.multimodal;
   LOOM_ASSIGN_OR_RETURN(auto model, models::load_causal_lm(options.model_dir, s->config_, *s->ops_, load));
   if (model->vocab_size() < s->tokenizer_->vocab_size())
     return core::invalid_argument("tokenizer has " + std::to_string(s->tokenizer_->vocab_size()) +
@@ -135,42 +191,40 @@ std::string ChatService::profile_report() const {
 }
 
 core::Expected<std::string> ChatService::render_prompt(const ChatRequest& req) const {
-  LOOM_RETURN_IF_ERROR(check_text_only(req.messages, model_name_));
-  nlohmann::ordered_json messages = req.messages;
-  if (!template_takes_parts_) {
-    LOOM_ASSIGN_OR_RETURN(messages, flatten_text_parts(req.messages));
-  }
-  text::ChatTemplateOptions opts;
-  opts.add_generation_prompt = req.add_generation_prompt;
-  opts.tools = req.tools;
-  opts.extra_context = req.chat_template_kwargs;
-  LOOM_ASSIGN_OR_RETURN(std::string prompt, template_->render(messages, opts));
-  if (req.continue_final_message) {
-    // Drop what the template appends after the final assistant message (vLLM's behaviour).
-    const auto& last = req.messages.back()["content"];
-    std::string final_text;
-    if (last.is_string()) {
-      final_text = last.get<std::string>();
-    } else if (last.is_array() && !last.empty() && last.back().contains("text")) {
-      final_text = last.back()["text"].get<std::string>();
-    }
-    const size_t pos = final_text.empty() ? std::string::npos : prompt.rfind(final_text);
-    if (pos == std::string::npos)
-      return core::invalid_argument(
-          "continue_final_message: the final message is not in the rendered prompt");
-    prompt.resize(pos + final_text.size());
-  }
-  return prompt;
+  return render_chat_prompt(*template_, template_takes_parts_, req);
 }
 
 core::Expected<ChatResult> ChatService::complete(const ChatRequest& req, const DeltaCallback& on_delta) {
+  models::CausalLM& model = engine_->model();
+  if (!model.multimodal()) LOOM_RETURN_IF_ERROR(check_text_only(req.messages, model_name_));
+  LOOM_ASSIGN_OR_RETURN(MultimodalInputs inputs, load_multimodal_inputs(req, multimodal_));
   LOOM_ASSIGN_OR_RETURN(std::string prompt, render_prompt(req));
   ChatResult result;
-  result.prompt_token_ids = tokenizer_->encode(prompt, /*parse_special=*/true);
+  std::shared_ptr<const models::MultimodalPrompt> mm;
+  if (model.multimodal()) {
+    std::vector<models::MediaItem> items;
+    for (auto& in : inputs.items) {
+      models::MediaItem it;
+      it.kind = in.is_image() ? models::MediaItem::Kind::kImage : models::MediaItem::Kind::kVideo;
+      it.image = std::move(in.image);
+      it.video_bytes = in.video_bytes;
+      it.video_info = in.video_info;
+      it.frames = std::move(in.frames);
+      it.where = in.location;
+      items.push_back(std::move(it));
+    }
+    auto prepared = model.prepare_multimodal(prompt, *tokenizer_, items);
+    if (!prepared.ok()) return prepared.status();
+    result.prompt_token_ids = prepared->token_ids;
+    mm = std::make_shared<const models::MultimodalPrompt>(std::move(*prepared));
+  } else {
+    result.prompt_token_ids = tokenizer_->encode(prompt, /*parse_special=*/true);
+  }
   const int n = req.sampling.n;
   std::vector<int64_t> ids;
   for (int i = 0; i < n; ++i) {
-    auto id = engine_->add_sequence(result.prompt_token_ids, req.sampling, static_cast<uint64_t>(i));
+    auto id = mm ? engine_->add_multimodal_sequence(mm, req.sampling, static_cast<uint64_t>(i))
+                 : engine_->add_sequence(result.prompt_token_ids, req.sampling, static_cast<uint64_t>(i));
     if (!id.ok()) {
       for (int64_t done : ids) engine_->abort_sequence(done);
       return id.status();

@@ -15,6 +15,52 @@ core::Status field_error(const std::string& field, const std::string& what) {
   return core::invalid_argument("'" + field + "' " + what);
 }
 
+// A media URL value: a non-empty string.
+core::Status validate_url(const ojson& v, const std::string& where) {
+  if (!v.is_string()) return field_error(where, "must be a string");
+  if (v.get_ref<const std::string&>().empty()) return field_error(where, "must not be empty");
+  return {};
+}
+
+// OpenAI's {"<key>": {"url": ..., "detail"?: ...}} or vLLM's string shorthand {"<key>": "..."}.
+core::Status validate_url_object(const ojson& part, const std::string& key, const std::string& where) {
+  const std::string field = where + "." + key;
+  if (!part.contains(key) || part[key].is_null()) return field_error(field, "is required");
+  const ojson& v = part[key];
+  if (v.is_string()) return validate_url(v, field);
+  if (!v.is_object()) return field_error(field, "must be an object {\"url\": ...} or a URL string");
+  if (!v.contains("url")) return field_error(field + ".url", "is required");
+  LOOM_RETURN_IF_ERROR(validate_url(v["url"], field + ".url"));
+  if (key == "image_url" && v.contains("detail") && !v["detail"].is_null()) {
+    static const std::set<std::string> kDetail = {"auto", "low", "high"};
+    if (!v["detail"].is_string() || !kDetail.count(v["detail"].get<std::string>()))
+      return field_error(field + ".detail", "must be one of auto, low, high");
+  }
+  return {};
+}
+
+// Transformers-native media blocks: {"type": "image", "image"|"url": "..."} and
+// {"type": "video", "video"|"url": "..." } or {"type": "video", "video": ["frame", ...]} (Qwen's list of
+// frames). Exactly one source key.
+core::Status validate_native_media(const ojson& part, const std::string& type, const std::string& where) {
+  const bool has_own = part.contains(type) && !part[type].is_null();
+  const bool has_url = part.contains("url") && !part["url"].is_null();
+  if (has_own == has_url)
+    return field_error(where, "needs exactly one of '" + type + "' or 'url' (the media source)");
+  if (has_url) return validate_url(part["url"], where + ".url");
+  const ojson& v = part[type];
+  const std::string field = where + "." + type;
+  if (type == "video" && v.is_array()) {
+    if (v.empty()) return field_error(field, "must not be an empty list of frames");
+    for (size_t k = 0; k < v.size(); ++k)
+      LOOM_RETURN_IF_ERROR(validate_url(v[k], field + "[" + std::to_string(k) + "]"));
+    return {};
+  }
+  if (type == "video" && !v.is_string())
+    return field_error(field, "must be a URL string or a list of frame URLs");
+  return validate_url(v, field);
+}
+
 core::Status validate_content_part(const ojson& part, const std::string& where) {
   if (!part.is_object()) return field_error(where, "must be an object");
   if (!part.contains("type") || !part["type"].is_string())
@@ -26,6 +72,8 @@ core::Status validate_content_part(const ojson& part, const std::string& where) 
     return field_error(where + ".type", "has unknown content part type '" + type + "'");
   if (type == "text" && (!part.contains("text") || !part["text"].is_string()))
     return field_error(where + ".text", "must be a string");
+  if (type == "image_url" || type == "video_url") return validate_url_object(part, type, where);
+  if (type == "image" || type == "video") return validate_native_media(part, type, where);
   return {};
 }
 
@@ -149,9 +197,98 @@ core::Expected<ChatRequest> parse_chat_request(const ojson& body, const engine::
       return field_error("chat_template_kwargs", "must be an object");
     r.chat_template_kwargs = body["chat_template_kwargs"];
   }
+  r.mm_processor_kwargs = ojson::object();
+  if (body.contains("mm_processor_kwargs") && !body["mm_processor_kwargs"].is_null()) {
+    if (!body["mm_processor_kwargs"].is_object())
+      return field_error("mm_processor_kwargs", "must be an object");
+    r.mm_processor_kwargs = body["mm_processor_kwargs"];
+  }
   LOOM_ASSIGN_OR_RETURN(r.sampling, engine::parse_sampling_params(json(body), defaults));
   r.sampling.logprobs = r.logprobs ? r.top_logprobs : -1;
   return r;
+}
+
+core::Expected<MediaLimits> parse_limit_mm_per_prompt(const std::string& spec, const MediaLimits& base) {
+  MediaLimits out = base;
+  auto set = [&](const std::string& key, int64_t n) -> core::Status {
+    if (n < 0 || n > 1000000)
+      return core::invalid_argument("--limit-mm-per-prompt: '" + key + "' must be between 0 and 1000000");
+    if (key == "image") {
+      out.max_images = static_cast<int>(n);
+    } else if (key == "video") {
+      out.max_videos = static_cast<int>(n);
+    } else {
+      return core::invalid_argument("--limit-mm-per-prompt: unknown modality '" + key +
+                                    "' (supported: image, video)");
+    }
+    return {};
+  };
+  size_t first = spec.find_first_not_of(" \t");
+  if (first == std::string::npos) return core::invalid_argument("--limit-mm-per-prompt: empty value");
+  if (spec[first] == '{') {
+    const json j = json::parse(spec, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object())
+      return core::invalid_argument("--limit-mm-per-prompt: not a valid JSON object: " + spec);
+    for (const auto& [key, v] : j.items()) {
+      if (!v.is_number_integer())
+        return core::invalid_argument("--limit-mm-per-prompt: '" + key + "' must be an integer");
+      LOOM_RETURN_IF_ERROR(set(key, v.get<int64_t>()));
+    }
+    return out;
+  }
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t comma = spec.find(',', pos);
+    if (comma == std::string::npos) comma = spec.size();
+    std::string item = spec.substr(pos, comma - pos);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    item = a == std::string::npos ? "" : item.substr(a, b - a + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      return core::invalid_argument("--limit-mm-per-prompt: expected modality=count, got '" + item + "'");
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.erase(value.begin());
+    size_t used = 0;
+    int64_t n = -1;
+    try {
+      n = std::stoll(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (value.empty() || used != value.size())
+      return core::invalid_argument("--limit-mm-per-prompt: '" + key + "' needs an integer count, got '" +
+                                    value + "'");
+    LOOM_RETURN_IF_ERROR(set(key, n));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+MediaCounts count_media_parts(const ojson& messages) {
+  MediaCounts c;
+  if (!messages.is_array()) return c;
+  for (const auto& m : messages) {
+    if (!m.is_object() || !m.contains("content") || !m["content"].is_array()) continue;
+    for (const auto& part : m["content"]) {
+      if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) continue;
+      const std::string& type = part["type"].get_ref<const std::string&>();
+      if (type == "image_url" || type == "image") ++c.images;
+      if (type == "video_url" || type == "video") ++c.videos;
+    }
+  }
+  return c;
+}
+
+core::Status check_media_limits(const MediaCounts& counts, const MediaLimits& limits) {
+  auto over = [](int limit, int got, const char* one, const char* many) {
+    return core::invalid_argument("at most " + std::to_string(limit) + " " + (limit == 1 ? one : many) +
+                                  " per prompt (got " + std::to_string(got) +
+                                  "); the server's --limit-mm-per-prompt sets this");
+  };
+  if (counts.images > limits.max_images) return over(limits.max_images, counts.images, "image", "images");
+  if (counts.videos > limits.max_videos) return over(limits.max_videos, counts.videos, "video", "videos");
+  return {};
 }
 
 std::string logprob_token_text(const text::Tokenizer& tok, int32_t id, bool as_token_ids) {

@@ -34,7 +34,44 @@ struct ChatRequest {
   bool continue_final_message = false;
   nlohmann::ordered_json tools;                 // null when absent
   nlohmann::ordered_json chat_template_kwargs;  // object (may be empty)
+  // vLLM's per-request processor overrides (fps, num_frames, max_pixels, min_pixels, ...), kept as sent
+  // for the model's processor to interpret; object (may be empty).
+  nlohmann::ordered_json mm_processor_kwargs;
 };
+
+// Content parts accepted in `messages[i].content` (validated by parse_chat_request):
+//   {"type": "text", "text": "..."}
+//   {"type": "image_url", "image_url": {"url": "...", "detail"?: "auto"|"low"|"high"}}
+//   {"type": "image_url", "image_url": "..."}                      (vLLM's string shorthand)
+//   {"type": "video_url", "video_url": {"url": "..."}} / "video_url": "..."
+//   {"type": "image", "image"|"url": "..."}                       (transformers' native block)
+//   {"type": "video", "video"|"url": "..."}                       (one video file)
+//   {"type": "video", "video": ["frame url", ...]}                (Qwen's video as a list of frames)
+//   input_audio / audio_url / audio: type-checked only (audio is not loaded yet).
+// A URL is data:, file:// or an absolute path (media/media_source.h); http(s) is refused there.
+
+// vLLM's --limit-mm-per-prompt: the most media items of each kind one request may carry. Defaults are
+// ours (vLLM allows 999 of each): a guard on the decoding work of one request (the processor's pixel
+// budget and max_model_len bound its tokens), enough for multi-image chats; 2 videos because each may
+// be sampled to up to 768 frames.
+struct MediaLimits {
+  int max_images = 16;
+  int max_videos = 2;
+};
+
+// Parses "image=N,video=M" (either key may be left out; spaces allowed) or the JSON form
+// '{"image": N, "video": M}'. Keys left out keep `base`'s value. Counts must be integers >= 0; unknown
+// modalities are InvalidArgument (audio is refused until it is supported).
+core::Expected<MediaLimits> parse_limit_mm_per_prompt(const std::string& spec, const MediaLimits& base = {});
+
+struct MediaCounts {
+  int images = 0;  // image_url and image parts
+  int videos = 0;  // video_url and video parts (a list of frames counts as one video)
+};
+// Counts the media parts of validated messages (every message, in order).
+MediaCounts count_media_parts(const nlohmann::ordered_json& messages);
+// InvalidArgument "at most N images per prompt (got M)" when a count is over its limit.
+core::Status check_media_limits(const MediaCounts& counts, const MediaLimits& limits);
 
 // Validates the body; every problem is an InvalidArgument naming the field.
 core::Expected<ChatRequest> parse_chat_request(const nlohmann::ordered_json& body,

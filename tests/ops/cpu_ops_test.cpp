@@ -259,5 +259,89 @@ TEST(CpuOpsWriteKv, ScattersToShuffledSlotsExactly) {
         }
 }
 
+// layer_norm: the fast path sums mean and variance in double and normalises in double, then
+// applies weight and bias in f32 (a few f32 roundings of values up to ~|w| * 3 + |b|). Rows are
+// offset by up to +-20 so that the mean subtraction matters (an f32 sum would lose ~1e-5 there).
+// Measured worst 0.012 of this bound.
+constexpr double kLayerNormAtol = 1e-5, kLayerNormRtol = 1e-5;
+
+TEST(CpuOpsLayerNorm, MatchesReference) {
+  LOOM_SEEDED_RNG(rng);
+  for (int64_t h : {1, 7, 64, 80, 1000, 1280})
+    for (int64_t rows : {1, 5, 130})
+      for (DType wt : kWeightTypes)
+        for (bool with_bias : {false, true}) {
+          const std::string what = case_name({{"H", h}, {"rows", rows}, {"bias", with_bias}}) + " w " +
+                                   std::string(core::dtype_name(wt));
+          const float eps = uniform(rng, 1e-6f, 1e-5f);
+          Tensor x = random_tensor({rows, h}, DType::kF32, rng, -3.0f, 3.0f);
+          for (int64_t r = 0; r < rows; ++r) {
+            const float off = uniform(rng, -20.0f, 20.0f);
+            for (int64_t i = 0; i < h; ++i) x.data_as<float>()[r * h + i] += off;
+          }
+          const Tensor w = random_tensor({h}, wt, rng, -2.0f, 2.0f);
+          const Tensor b = with_bias ? random_tensor({h}, wt, rng, -1.0f, 1.0f) : Tensor();
+          Tensor ref = Tensor::empty({rows, h}, DType::kF32);
+          poison(ref);
+          reference().layer_norm(x, w, b, eps, ref);
+          for (auto& v : fast_variants()) {
+            Tensor y = Tensor::empty({rows, h}, DType::kF32);
+            poison(y);
+            v.ops->layer_norm(x, w, b, eps, y);
+            EXPECT_TRUE(all_close(y, ref, kLayerNormAtol, kLayerNormRtol)) << v.name << " " << what;
+            Tensor inplace = clone(x);  // y aliases x
+            v.ops->layer_norm(inplace, w, b, eps, inplace);
+            EXPECT_TRUE(all_close(inplace, ref, kLayerNormAtol, kLayerNormRtol))
+                << v.name << " in place " << what;
+          }
+        }
+}
+
+// gelu: f32 erf / tanh (~1-2 ulp) and two products; for negative x, 1 + erf(.) cancels, which
+// costs up to ~|x| * 2^-24 absolute (|x| <= 8 here: < 5e-7). Measured worst 0.08 of this bound.
+constexpr double kGeluAtol = 1e-6, kGeluRtol = 4e-6;
+
+TEST(CpuOpsGelu, ExactAndTanhMatchReference) {
+  LOOM_SEEDED_RNG(rng);
+  for (int64_t n : {1, 7, 1000, 100003})  // 100003: above the single-thread cutoff, odd
+    for (bool tanh_approx : {false, true}) {
+      const Tensor x = random_tensor({n}, DType::kF32, rng, -8.0f, 8.0f);
+      Tensor ref = Tensor::empty({n}, DType::kF32);
+      poison(ref);
+      reference().gelu(x, ref, tanh_approx);
+      for (auto& v : fast_variants()) {
+        Tensor y = Tensor::empty({n}, DType::kF32);
+        poison(y);
+        v.ops->gelu(x, y, tanh_approx);
+        EXPECT_TRUE(all_close(y, ref, kGeluAtol, kGeluRtol))
+            << v.name << " " << case_name({{"n", n}, {"tanh", tanh_approx}});
+        Tensor inplace = clone(x);  // y aliases x
+        v.ops->gelu(inplace, inplace, tanh_approx);
+        EXPECT_TRUE(all_close(inplace, ref, kGeluAtol, kGeluRtol)) << v.name << " in place";
+      }
+    }
+}
+
+// embedding doubles as the row gather of activations (window permutations): an f32 activation
+// table is copied exactly, rows in any order and repeated.
+TEST(CpuOpsEmbedding, GathersActivationRowsExactly) {
+  LOOM_SEEDED_RNG(rng);
+  const Tensor x = random_tensor({37, 80}, DType::kF32, rng, -5.0f, 5.0f);
+  std::vector<int32_t> rows(50);
+  for (auto& r : rows) r = static_cast<int32_t>(uniform_int(rng, 0, 36));
+  Tensor ref = Tensor::empty({50, 80}, DType::kF32);
+  poison(ref);
+  reference().embedding(x, rows, ref);
+  for (int64_t i = 0; i < 50; ++i)
+    for (int64_t j = 0; j < 80; ++j)
+      ASSERT_EQ(ref.data_as<float>()[i * 80 + j], x.data_as<float>()[rows[i] * 80 + j]);
+  for (auto& v : fast_variants()) {
+    Tensor y = Tensor::empty({50, 80}, DType::kF32);
+    poison(y);
+    v.ops->embedding(x, rows, y);
+    EXPECT_TRUE(bit_equal(y, ref)) << v.name;
+  }
+}
+
 }  // namespace
 }  // namespace loom::ops

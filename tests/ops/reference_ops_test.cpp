@@ -113,6 +113,47 @@ TEST_F(ReferenceOpsTest, SiluMulKnownValues) {
   EXPECT_FLOAT_EQ(at(out, 2), -0.2689414214f * 3);
 }
 
+TEST_F(ReferenceOpsTest, LayerNormKnownValuesBiasAndInPlace) {
+  // Row [1, 2, 3, 4]: mean 2.5, biased variance 1.25; (x - mean) / sqrt(1.25) * w + b
+  // (values from torch.nn.functional.layer_norm in float64, eps 0).
+  const Tensor x = from_values({2, 4}, {1, 2, 3, 4, 5, 5, 5, 5});
+  for (DType wt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const Tensor w = from_values({4}, {1, 2, 0.5f, -1}, wt);
+    const Tensor b = from_values({4}, {0, 1, -1, 0.25f}, wt);
+    Tensor y = Tensor::empty({2, 4}, DType::kF32);
+    poison(y);
+    ops_->layer_norm(x, w, b, 0.0f, y);
+    const std::vector<float> want = {-1.3416407865f, 0.1055728090f, -0.7763932023f, -1.0916407865f};
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(at(y, i), want[i]) << core::dtype_name(wt) << " " << i;
+    // A constant row has zero variance: the output is the bias (eps keeps the division finite).
+    poison(y);
+    ops_->layer_norm(x, w, b, 1e-5f, y);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(at(y, 4 + i), at(b.to_f32(), i)) << core::dtype_name(wt);
+    // No bias; y aliases x.
+    Tensor inplace = testing::clone(x);
+    ops_->layer_norm(inplace, w, Tensor(), 0.0f, inplace);
+    for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(at(inplace, i), want[i] - at(b.to_f32(), i));
+  }
+}
+
+TEST_F(ReferenceOpsTest, GeluExactAndTanhKnownValues) {
+  // torch.nn.functional.gelu in float64, approximate="none" and "tanh".
+  const Tensor x = from_values({7}, {-3, -1, 0, 0.5f, 1, 2, 6});
+  const std::vector<double> exact = {-0.00404969409489031, -0.15865525393145702, 0.0,
+                                     0.34573123063700656,  0.841344746068543,    1.9544997361036416,
+                                     5.999999994080474};
+  const std::vector<double> tanh = {-0.0036373920817729943, -0.15880800939172324, 0.0,
+                                    0.34571400982514394,    0.8411919906082768,   1.954597694087775,
+                                    5.9999999999156035};
+  Tensor y = Tensor::empty({7}, DType::kF32);
+  poison(y);
+  ops_->gelu(x, y, false);
+  for (int i = 0; i < 7; ++i) EXPECT_FLOAT_EQ(at(y, i), static_cast<float>(exact[i])) << i;
+  Tensor t = testing::clone(x);  // y aliases x
+  ops_->gelu(t, t, true);
+  for (int i = 0; i < 7; ++i) EXPECT_FLOAT_EQ(at(t, i), static_cast<float>(tanh[i])) << i;
+}
+
 TEST_F(ReferenceOpsTest, EmbeddingGathersAndUpcastsExactly) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kF16}) {
     const Tensor table = from_values({3, 2}, {0.5f, -2.0f, 1.25f, 3.0f, -0.75f, 8.0f}, t);
@@ -278,6 +319,12 @@ TEST(ReferenceOpsDeathTest, ContractViolationsAbort) {
   Tensor q = Tensor::zeros({3, 1, 1}, DType::kF32), o = Tensor::empty({3, 1, 1}, DType::kF32);
   const std::vector<int32_t> indptr = {0, 3}, lens = {2};
   EXPECT_DEATH(ops->paged_attention(q, a.kc, a.vc, a.params(indptr, lens), o), "q_len 3 kv_len 2");
+  Tensor ln_w = Tensor::zeros({3}, DType::kF32), ln_b = Tensor::zeros({4}, DType::kF32);
+  Tensor ln_y = Tensor::empty({2, 3}, DType::kF32);
+  EXPECT_DEATH(ops->layer_norm(x, w, Tensor(), 1e-6f, ln_y), "layer_norm x");
+  EXPECT_DEATH(ops->layer_norm(x, ln_w, ln_b, 1e-6f, ln_y), "layer_norm bias has 4 elements");
+  Tensor half = Tensor::empty({2, 3}, DType::kBF16);
+  EXPECT_DEATH(ops->gelu(x, half, false), "gelu y must be f32");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// CpuBackend: construction, helpers, and the elementwise ops (norms, rope, silu_mul,
+// CpuBackend: construction, helpers, and the elementwise ops (norms, rope, silu_mul, gelu,
 // embedding, write_kv). Linear is in linear.cpp, attention in attention.cpp.
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/check.h"
@@ -75,6 +76,52 @@ void CpuBackend::rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim,
                                           half);
                    }
                  });
+}
+
+void CpuBackend::layer_norm(const float* x, const void* weight, core::DType weight_type, const void* bias,
+                            core::DType bias_type, float eps, int64_t rows, int64_t hidden, float* y) {
+  const float* w = as_f32(weight, weight_type, hidden, norm_buf_);
+  const float* b = as_f32(bias, bias_type, hidden, norm_bias_buf_);
+  parallel_range(rows, std::max<int64_t>(1, kParallelMinElems / std::max<int64_t>(hidden, 1)),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const float* xr = x + r * hidden;
+                     float* yr = y + r * hidden;
+                     // Two passes (mean, then squared deviations: no E[x^2] - mean^2
+                     // cancellation), summed in double: rows are short next to the GEMMs around
+                     // them, and f32 sums of offset rows (|mean| >> std) lose ~1e-5.
+                     double sum = 0.0;
+                     for (int64_t i = 0; i < hidden; ++i) sum += xr[i];
+                     const double mean_d = sum / static_cast<double>(hidden);
+                     double var = 0.0;
+                     for (int64_t i = 0; i < hidden; ++i) var += (xr[i] - mean_d) * (xr[i] - mean_d);
+                     const double inv = 1.0 / std::sqrt(var / static_cast<double>(hidden) + eps);
+                     // The centred, normalised value in double (|mean| may be far above the
+                     // spread), then weight and bias in f32.
+                     for (int64_t i = 0; i < hidden; ++i) {
+                       const float v = static_cast<float>((xr[i] - mean_d) * inv) * w[i];
+                       yr[i] = b != nullptr ? v + b[i] : v;
+                     }
+                   }
+                 });
+}
+
+void CpuBackend::gelu(const float* x, float* y, int64_t n, bool tanh_approx) {
+  parallel_range(n, kParallelMinElems / 4, [&](int64_t i0, int64_t i1) {
+    if (tanh_approx) {
+      const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+      for (int64_t i = i0; i < i1; ++i) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+      }
+    } else {
+      const float r = 0.7071067811865476f;  // 1 / sqrt(2)
+      for (int64_t i = i0; i < i1; ++i) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + std::erf(v * r));
+      }
+    }
+  });
 }
 
 void CpuBackend::silu_mul(const float* gate_up, int64_t tokens, int64_t inter, float* out) {

@@ -81,6 +81,12 @@ class CpuBackend {
   // x [tokens, heads, head_dim] in place; cos/sin [max_pos, half].
   void rope(float* x, int64_t tokens, int64_t heads, int64_t head_dim, const int32_t* positions,
             const float* cos, const float* sin, int64_t half);
+  // torch LayerNorm row-wise over [rows, hidden]; weight [hidden], bias [hidden] or null (each
+  // f32/bf16/f16). y may alias x.
+  void layer_norm(const float* x, const void* weight, core::DType weight_type, const void* bias,
+                  core::DType bias_type, float eps, int64_t rows, int64_t hidden, float* y);
+  // y[i] = gelu(x[i]) (exact erf form, or torch's tanh approximation); y may alias x.
+  void gelu(const float* x, float* y, int64_t n, bool tanh_approx);
   // gate_up [tokens, 2 * inter] -> out [tokens, inter].
   void silu_mul(const float* gate_up, int64_t tokens, int64_t inter, float* out);
   void add_inplace(float* a, const float* b, int64_t n);
@@ -102,7 +108,7 @@ class CpuBackend {
 
   ThreadPool pool_;
   const KernelTable* kernels_;
-  std::vector<float> bias_buf_, norm_buf_, weight_tile_, partials_;
+  std::vector<float> bias_buf_, norm_buf_, norm_bias_buf_, weight_tile_, partials_;
   std::vector<std::vector<float>> thread_scratch_;  // one per pool thread
 };
 

@@ -60,6 +60,18 @@ class CpuOps final : public ops::Ops {
                   sin.data_as<float>(), d.half);
   }
 
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y) override {
+    const auto d = contract::check_layer_norm(x, weight, bias, y);
+    backend_.layer_norm(x.data_as<float>(), weight.data(), weight.dtype(),
+                        bias.defined() ? bias.data() : nullptr, bias.dtype(), eps, d.rows, d.hidden,
+                        y.data_as<float>());
+  }
+
+  void gelu(const Tensor& x, Tensor& y, bool tanh_approx) override {
+    const int64_t n = contract::check_gelu(x, y);
+    backend_.gelu(x.data_as<float>(), y.data_as<float>(), n, tanh_approx);
+  }
+
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
     const auto d = contract::check_silu_mul(gate_up, out);
     backend_.silu_mul(gate_up.data_as<float>(), d.tokens, d.inter, out.data_as<float>());

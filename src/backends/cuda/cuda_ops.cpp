@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/cuda/attention/paged_attention.h"
@@ -41,6 +42,7 @@ class CudaOps final : public ops::Ops {
       : arena_(std::move(arena)), gemm_(std::move(gemm)), staging_(std::move(staging)), stream_(stream) {}
   ~CudaOps() override {
     cudaStreamSynchronize(stream_);
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
     cudaStreamDestroy(stream_);
   }
 
@@ -73,6 +75,13 @@ class CudaOps final : public ops::Ops {
     return upload(b);
   }
 
+  Tensor upload_scratch(const Tensor& host) override {
+    if (on_device(host)) return host;
+    Tensor dev = empty(host.shape(), host.dtype());
+    must(staging_->upload(dev.data(), host.data(), host.nbytes(), stream_), "scratch upload");
+    return dev;
+  }
+
   Tensor to_host(const Tensor& t) override {
     if (!on_device(t)) return t;
     Tensor h = Tensor::empty(t.shape(), t.dtype());
@@ -102,12 +111,14 @@ class CudaOps final : public ops::Ops {
   }
 
   void embedding(const Tensor& table, std::span<const int32_t> ids, Tensor& out) override {
+    if (replaying_) return;
     must(gather_rows(table.data(), table.dim(0), table.numel() / table.dim(0), table.dtype(), dev(ids),
                      static_cast<int64_t>(ids.size()), out.data(), stream_),
          "embedding");
   }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override {
+    if (replaying_) return;
     GemmArgs g;
     g.x = x.data();
     g.w = w.data();
@@ -127,6 +138,7 @@ class CudaOps final : public ops::Ops {
   }
 
   void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor& y) override {
+    if (replaying_) return;
     const int64_t hidden = x.dim(-1);
     must(cuda::rms_norm(x.data(), {weight.data(), weight.dtype()}, eps, y.data(), x.numel() / hidden, hidden,
                         x.dtype(), stream_),
@@ -134,6 +146,7 @@ class CudaOps final : public ops::Ops {
   }
 
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& weight, float eps, Tensor& y) override {
+    if (replaying_) return;
     const int64_t hidden = x.dim(-1);
     must(cuda::add_rms_norm(residual.data(), x.data(), {weight.data(), weight.dtype()}, eps, y.data(),
                             x.numel() / hidden, hidden, x.dtype(), stream_),
@@ -142,22 +155,48 @@ class CudaOps final : public ops::Ops {
 
   void rope(Tensor& x, std::span<const int32_t> positions, const Tensor& cos, const Tensor& sin,
             const ops::RopeParams& p) override {
+    if (replaying_) return;
     HeadView v{x.data(), x.dim(0), x.dim(1), x.dim(2), 0, x.dtype()};
     RopeTables t{cos.data_as<float>(), sin.data_as<float>(), cos.dim(0), p.rotary_dim};
     must(rope_neox(v, dev(positions), t, stream_), "rope");
   }
 
   void silu_mul(const Tensor& gate_up, Tensor& out) override {
+    if (replaying_) return;
     must(cuda::silu_mul(gate_up.data(), out.data(), out.dim(0), out.dim(1), out.dtype(), stream_),
          "silu_mul");
   }
 
+  // ---- vision-tower ops (layer_norm, gelu); row gathers go through embedding ----
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps, Tensor& y) override {
+    if (replaying_) return;
+    LOOM_CHECK(y.dtype() == x.dtype() && y.numel() == x.numel() && x.rank() >= 1 &&
+               x.dim(-1) == weight.numel())
+        << "layer_norm x " << core::shape_to_string(x.shape()) << " weight "
+        << core::shape_to_string(weight.shape()) << " y " << core::shape_to_string(y.shape());
+    const int64_t hidden = x.dim(-1);
+    const NormWeight b =
+        bias.defined() ? NormWeight{bias.data(), bias.dtype()} : NormWeight{nullptr, DType::kF32};
+    must(cuda::layer_norm(x.data(), {weight.data(), weight.dtype()}, b, eps, y.data(), x.numel() / hidden,
+                          hidden, x.dtype(), stream_),
+         "layer_norm");
+  }
+
+  void gelu(const Tensor& x, Tensor& y, bool tanh_approx) override {
+    if (replaying_) return;
+    LOOM_CHECK(y.dtype() == x.dtype() && y.numel() == x.numel())
+        << "gelu x " << core::shape_to_string(x.shape()) << " y " << core::shape_to_string(y.shape());
+    must(cuda::gelu(x.data(), y.data(), x.numel(), tanh_approx, x.dtype(), stream_), "gelu");
+  }
+
   void add_inplace(Tensor& a, const Tensor& b) override {
+    if (replaying_) return;
     must(add(a.data(), b.data(), a.data(), a.numel(), a.dtype(), stream_), "add");
   }
 
   void write_kv(const Tensor& k, const Tensor& v, std::span<const int32_t> slot_mapping, Tensor& k_cache,
                 Tensor& v_cache) override {
+    if (replaying_) return;
     HeadView kv{const_cast<void*>(k.data()), k.dim(0), k.dim(1), k.dim(2), 0, k.dtype()};
     HeadView vv{const_cast<void*>(v.data()), v.dim(0), v.dim(1), v.dim(2), 0, v.dtype()};
     KvCacheView cache{k_cache.data(), v_cache.data(), k_cache.dim(0), k_cache.dim(1),
@@ -191,8 +230,42 @@ class CudaOps final : public ops::Ops {
     d.block_table = dev(p.block_table);
     const size_t ws = paged_attention_workspace_bytes(d);
     void* workspace = ws > 0 ? must(arena_->allocate_scratch(ws), "attention workspace") : nullptr;
+    if (replaying_) return;
     must(cuda::paged_attention(d, q.data(), k_cache.data(), v_cache.data(), out.data(), workspace, stream_),
          "paged_attention");
+  }
+
+  bool supports_graphs() const override { return true; }
+
+  ops::GraphStep graph_begin(uint64_t key) override {
+    LOOM_CHECK(!in_graph_) << "graph_begin inside a graph region";
+    in_graph_ = true;
+    if (graphs_.count(key) != 0) {
+      replaying_ = true;
+      return ops::GraphStep::kReplay;
+    }
+    if (warmed_.insert(key).second) return ops::GraphStep::kEager;  // first use: plans get built
+    LOOM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    return ops::GraphStep::kCapture;
+  }
+
+  void graph_end(uint64_t key) override {
+    LOOM_CHECK(in_graph_) << "graph_end without graph_begin";
+    in_graph_ = false;
+    replaying_ = false;
+    if (capturing_) {
+      capturing_ = false;
+      cudaGraph_t graph = nullptr;
+      LOOM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      LOOM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      cudaGraphDestroy(graph);
+      graphs_.emplace(key, exec);
+    }
+    auto it = graphs_.find(key);
+    if (it == graphs_.end()) return;  // eager warm-up
+    LOOM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
   }
 
   bool sample(const Tensor& logits, std::span<const ops::DeviceSampleRow> rows,
@@ -275,6 +348,10 @@ class CudaOps final : public ops::Ops {
   std::unique_ptr<PinnedStaging> staging_;
   cudaStream_t stream_;
   std::unordered_map<const int32_t*, const int32_t*> device_index_;
+  // Graphs by key; keys seen once (warmed up eagerly); the state of the current region.
+  std::unordered_map<uint64_t, cudaGraphExec_t> graphs_;
+  std::unordered_set<uint64_t> warmed_;
+  bool in_graph_ = false, replaying_ = false, capturing_ = false;
   std::vector<int32_t> host_pack_;
 };
 

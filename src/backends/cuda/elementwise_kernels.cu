@@ -1,4 +1,4 @@
-// Row gathers, SiLU-and-mul, KV-cache writes, casts and adds. See kernels.h for the contract.
+// Row gathers, SiLU-and-mul, GELU, KV-cache writes, casts and adds. See kernels.h for the contract.
 #include <climits>
 #include <cstring>
 #include <string>
@@ -102,6 +102,34 @@ __global__ void silu_mul_kernel(const T* __restrict__ gate_up, T* __restrict__ o
       store16(o, r);
     } else {
       *o = from_f32<T>(silu(to_f32(*g)) * to_f32(*up));
+    }
+  }
+}
+
+// ---- gelu ---------------------------------------------------------------------------------------
+
+__device__ __forceinline__ float gelu_f(float v, bool tanh_approx) {
+  if (tanh_approx) {
+    const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+  }
+  return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+}
+
+// Grid-stride over n / kV units (kV > 1: 16-byte vectors). y may alias x (one thread per element).
+template <typename T, int kV>
+__global__ void gelu_kernel(const T* x, T* y, int64_t n, bool tanh_approx) {
+  const int64_t units = n / kV;
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
+       u += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if constexpr (kV > 1) {
+      const Vec16<T> v = load16(x + u * kV);
+      Vec16<T> r;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) r.v[k] = from_f32<T>(gelu_f(to_f32(v.v[k]), tanh_approx));
+      store16(y + u * kV, r);
+    } else {
+      y[u] = from_f32<T>(gelu_f(to_f32(x[u]), tanh_approx));
     }
   }
 }
@@ -216,6 +244,27 @@ core::Status silu_mul(const void* gate_up, void* out, int64_t tokens, int64_t in
       silu_mul_kernel<T, 1><<<grid_for(tokens * inter, kThreads), kThreads, 0, stream>>>(g, o, tokens, inter);
     }
     LOOM_CUDA_TRY_LAUNCH("silu_mul_kernel");
+    return {};
+  });
+}
+
+core::Status gelu(const void* x, void* y, int64_t n, bool tanh_approx, core::DType dtype,
+                  cudaStream_t stream) {
+  if (n < 0) return core::invalid_argument("gelu: negative size");
+  if (n == 0) return {};
+  if (x == nullptr || y == nullptr) return core::invalid_argument("gelu: null pointer");
+  constexpr int kThreads = 256;
+  return dispatch_float(dtype, "gelu", [&](auto tag) -> core::Status {
+    using T = decltype(tag);
+    constexpr int kV = Vec16<T>::kVec;
+    const T* xp = static_cast<const T*>(x);
+    T* yp = static_cast<T*>(y);
+    if (n % kV == 0 && aligned16(x) && aligned16(y)) {
+      gelu_kernel<T, kV><<<grid_for(n / kV, kThreads), kThreads, 0, stream>>>(xp, yp, n, tanh_approx);
+    } else {
+      gelu_kernel<T, 1><<<grid_for(n, kThreads), kThreads, 0, stream>>>(xp, yp, n, tanh_approx);
+    }
+    LOOM_CUDA_TRY_LAUNCH("gelu_kernel");
     return {};
   });
 }

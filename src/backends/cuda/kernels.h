@@ -1,6 +1,6 @@
-// Elementwise and row-wise kernels of the decoder: embedding / row gather, RMSNorm (plain, fused
-// with the residual add, per head), rotary embeddings (NeoX and multimodal M-RoPE), SiLU-and-mul,
-// KV-cache writes, casts and adds.
+// Elementwise and row-wise kernels of the decoder and the vision towers: embedding / row gather,
+// RMSNorm (plain, fused with the residual add, per head), LayerNorm, rotary embeddings (NeoX and
+// multimodal M-RoPE), SiLU-and-mul, GELU, KV-cache writes, casts and adds.
 //
 // Contract shared by every function here:
 //   - Raw device pointers, sizes in elements, and a stream; the work is enqueued on `stream` and
@@ -55,6 +55,14 @@ core::Status rms_norm(const void* x, const NormWeight& weight, float eps, void* 
 // residual (in/out), x, y: [rows, hidden] half. y must not alias residual; it may alias x.
 core::Status add_rms_norm(void* residual, const void* x, const NormWeight& weight, float eps, void* y,
                           int64_t rows, int64_t hidden, core::DType dtype, cudaStream_t stream);
+
+// torch LayerNorm row-wise: y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * weight + bias, with the
+// biased variance (mean of squared deviations, computed in a second pass over the row: no
+// E[x^2] - mean^2 cancellation). Rows of `hidden` elements of `dtype` (f32/bf16/f16), contiguous
+// [rows, hidden]; weight and bias [hidden] f32/bf16/f16; bias.data == nullptr means no bias.
+// y may alias x.
+core::Status layer_norm(const void* x, const NormWeight& weight, const NormWeight& bias, float eps, void* y,
+                        int64_t rows, int64_t hidden, core::DType dtype, cudaStream_t stream);
 
 // A view of per-head vectors inside an activation: element (t, h, d) of [tokens, heads, head_dim]
 // is at data[t * token_stride + h * head_dim + d]. token_stride 0 means heads * head_dim
@@ -115,6 +123,11 @@ core::Status rope_mrope(const HeadView& x, const int32_t* positions, int64_t pos
 // silu(g) = g / (1 + exp(-g)). Half storage, contiguous.
 core::Status silu_mul(const void* gate_up, void* out, int64_t tokens, int64_t inter, core::DType dtype,
                       cudaStream_t stream);
+
+// y[i] = gelu(x[i]) for i < n; exact 0.5 x (1 + erf(x / sqrt 2)) or, with tanh_approx, torch's
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). f32/bf16/f16, contiguous; y may alias x.
+core::Status gelu(const void* x, void* y, int64_t n, bool tanh_approx, core::DType dtype,
+                  cudaStream_t stream);
 
 // ---- KV cache -----------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-// RMSNorm kernels: plain, fused with the residual add, and per head (q/k norm).
+// RMSNorm kernels (plain, fused with the residual add, per head for q/k norm) and LayerNorm.
 // See kernels.h for the contract.
 #include <climits>
 #include <string>
@@ -177,6 +177,63 @@ __global__ void head_rms_norm_kernel(T* x, int64_t rows, int heads, int head_dim
   }
 }
 
+// torch LayerNorm, one block per row, three passes over the row (shifted sum, squared deviations,
+// write); the row is re-read from L1/L2. kV elements per access (16-byte vectors when kV > 1:
+// hidden % kV == 0, x and y 16-byte aligned). Each thread writes only elements it read itself, after
+// the reductions' barriers (x[0] is read before the first), so y may alias x. bcode < 0: no bias.
+template <typename T, int kV>
+__global__ void layer_norm_kernel(const T* x, const void* __restrict__ w, int wcode,
+                                  const void* __restrict__ b, int bcode, float eps, T* y, int hidden) {
+  __shared__ float red[32];
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * hidden;
+  T* yr = y + row * hidden;
+  auto load = [&](int i, float out[kV]) {
+    if constexpr (kV > 1) {
+      const Vec16<T> v = load16(xr + i);
+#pragma unroll
+      for (int k = 0; k < kV; ++k) out[k] = to_f32(v.v[k]);
+    } else {
+      out[0] = to_f32(xr[i]);
+    }
+  };
+  // Sum of x - x[0]: the partial sums stay at the scale of the row's spread, not of its mean
+  // (rows with |mean| >> std would otherwise lose ~1e-5 relative in the mean).
+  const float shift = to_f32(xr[0]);
+  float s = 0.0f;
+  for (int i = threadIdx.x * kV; i < hidden; i += blockDim.x * kV) {
+    float v[kV];
+    load(i, v);
+#pragma unroll
+    for (int k = 0; k < kV; ++k) s += v[k] - shift;
+  }
+  const float mean = shift + block_sum(s, red) / static_cast<float>(hidden);
+  float q = 0.0f;
+  for (int i = threadIdx.x * kV; i < hidden; i += blockDim.x * kV) {
+    float v[kV];
+    load(i, v);
+#pragma unroll
+    for (int k = 0; k < kV; ++k) q += (v[k] - mean) * (v[k] - mean);
+  }
+  const float inv = rsqrtf(block_sum(q, red) / static_cast<float>(hidden) + eps);
+  for (int i = threadIdx.x * kV; i < hidden; i += blockDim.x * kV) {
+    float v[kV];
+    load(i, v);
+    if constexpr (kV > 1) {
+      Vec16<T> o;
+#pragma unroll
+      for (int k = 0; k < kV; ++k) {
+        const float bias = bcode >= 0 ? load_weight(b, bcode, i + k) : 0.0f;
+        o.v[k] = from_f32<T>((v[k] - mean) * inv * load_weight(w, wcode, i + k) + bias);
+      }
+      store16(yr + i, o);
+    } else {
+      const float bias = bcode >= 0 ? load_weight(b, bcode, i) : 0.0f;
+      yr[i] = from_f32<T>((v[0] - mean) * inv * load_weight(w, wcode, i) + bias);
+    }
+  }
+}
+
 core::Expected<int> weight_code(const NormWeight& w, const char* what) {
   if (w.data == nullptr) return core::invalid_argument(std::string(what) + ": null weight");
   switch (w.dtype) {
@@ -244,6 +301,34 @@ core::Status add_rms_norm(void* residual, const void* x, const NormWeight& weigh
           <<<rows, threads, 0, stream>>>(rp, xp, weight.data, wcode, eps, yp, static_cast<int>(hidden));
     }
     LOOM_CUDA_TRY_LAUNCH("add_rms_norm_kernel");
+    return {};
+  });
+}
+
+core::Status layer_norm(const void* x, const NormWeight& weight, const NormWeight& bias, float eps, void* y,
+                        int64_t rows, int64_t hidden, core::DType dtype, cudaStream_t stream) {
+  LOOM_RETURN_IF_ERROR(check_rows("layer_norm", rows, hidden));
+  LOOM_ASSIGN_OR_RETURN(const int wcode, weight_code(weight, "layer_norm"));
+  int bcode = -1;
+  if (bias.data != nullptr) {
+    LOOM_ASSIGN_OR_RETURN(bcode, weight_code(bias, "layer_norm bias"));
+  }
+  if (rows == 0) return {};
+  if (x == nullptr || y == nullptr) return core::invalid_argument("layer_norm: null pointer");
+  return dispatch_float(dtype, "layer_norm", [&](auto tag) -> core::Status {
+    using T = decltype(tag);
+    constexpr int kV = Vec16<T>::kVec;
+    const T* xp = static_cast<const T*>(x);
+    T* yp = static_cast<T*>(y);
+    const int h = static_cast<int>(hidden);
+    if (hidden % kV == 0 && aligned16(x) && aligned16(y)) {
+      layer_norm_kernel<T, kV><<<rows, row_block_threads(hidden / kV), 0, stream>>>(
+          xp, weight.data, wcode, bias.data, bcode, eps, yp, h);
+    } else {
+      layer_norm_kernel<T, 1><<<rows, row_block_threads(hidden), 0, stream>>>(xp, weight.data, wcode,
+                                                                              bias.data, bcode, eps, yp, h);
+    }
+    LOOM_CUDA_TRY_LAUNCH("layer_norm_kernel");
     return {};
   });
 }

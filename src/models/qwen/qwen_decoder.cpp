@@ -134,6 +134,9 @@ class QwenCausalLM final : public CausalLM {
     }
     LOOM_ASSIGN_OR_RETURN(rope_, make_rope_tables(cfg_.rope, D, cfg_.max_position_embeddings,
                                                   std::max<int64_t>(cfg_.max_position_embeddings, 1)));
+    rope_host_cos_ = rope_.cos;
+    rope_host_sin_ = rope_.sin;
+    LOOM_RETURN_IF_ERROR(set_mrope_rows());
     // Everything to the backend's device (a no-op on the CPU): matrices and biases in the
     // backend's GEMM dtype, norm weights and rope tables as they are (f32).
     auto up = [this](Tensor& t) {
@@ -158,6 +161,31 @@ class QwenCausalLM final : public CausalLM {
   }
 
   void set_head_name(std::string name) { head_name_ = std::move(name); }
+
+  // Which M-RoPE row (0 t, 1 h, 2 w) each rotary pair takes: in blocks of mrope_section (Qwen2.5-VL,
+  // transformers' apply_multimodal_rotary_pos_emb) or interleaved THWTHW...TT (Qwen3-VL's
+  // apply_interleaved_mrope). The same row serves pair i's two halves.
+  core::Status set_mrope_rows() {
+    const auto& sec = cfg_.rope.mrope_section;
+    mrope_row_.clear();
+    if (sec.empty()) return {};
+    const int32_t half = rope_.rotary_dim / 2;
+    if (sec.size() != 3 || sec[0] < 0 || sec[1] < 0 || sec[2] < 0 || sec[0] + sec[1] + sec[2] != half)
+      return core::invalid_argument("config.json: mrope_section must be three counts summing to " +
+                                    std::to_string(half) + " (rotary_dim / 2)");
+    mrope_row_.resize(static_cast<size_t>(half));
+    for (int32_t i = 0; i < half; ++i) {
+      uint8_t r = 0;
+      if (cfg_.rope.mrope_interleaved) {
+        if (i % 3 == 1 && i < 3 * sec[1]) r = 1;
+        if (i % 3 == 2 && i < 3 * sec[2]) r = 2;
+      } else {
+        r = i < sec[0] ? 0 : i < sec[0] + sec[1] ? 1 : 2;
+      }
+      mrope_row_[static_cast<size_t>(i)] = r;
+    }
+    return {};
+  }
 
   const TextConfig& text_config() const override { return cfg_; }
   int64_t num_layers() const override { return cfg_.num_hidden_layers; }
@@ -194,12 +222,55 @@ class QwenCausalLM final : public CausalLM {
       if (p < 0 || p >= rope_.max_positions)
         return core::out_of_range("position " + std::to_string(p) + " exceeds max_position_embeddings " +
                                   std::to_string(rope_.max_positions));
+    const bool mrope = !b.mrope_positions.empty();
+    if (mrope) {
+      if (mrope_row_.empty())
+        return core::invalid_argument("M-RoPE positions for a model without mrope_section");
+      if (static_cast<int64_t>(b.mrope_positions.size()) != 3 * T)
+        return core::invalid_argument("M-RoPE positions must be [3, tokens]");
+      for (int32_t p : b.mrope_positions)
+        if (p < 0 || p >= rope_.max_positions)
+          return core::out_of_range("M-RoPE position " + std::to_string(p) +
+                                    " exceeds max_position_embeddings " +
+                                    std::to_string(rope_.max_positions));
+    }
+    // Multimodal rows: the token embedding of row mm_rows[i] is replaced by mm_embeds[i] (and the
+    // DeepStack rows are added after the first layers): X = [token embeddings; mm_embeds] is
+    // gathered through mm_perm (t, or T + i for the i-th multimodal row); the DeepStack additions
+    // gather from [0; deepstack] through ds_perm (0, or 1 + i), so text rows add an exact zero.
+    const auto N = static_cast<int64_t>(b.mm_rows.size());
+    const DType act_dt = ops_.activation_dtype();
+    std::vector<int32_t> mm_perm, ds_perm;
+    if (N > 0) {
+      if (!b.mm_embeds.defined() || b.mm_embeds.shape() != core::Shape{N, H} || b.mm_embeds.dtype() != act_dt)
+        return core::invalid_argument("multimodal embeddings must be [" + std::to_string(N) + ", " +
+                                      std::to_string(H) + "] in " + std::string(core::dtype_name(act_dt)));
+      if (b.deepstack_embeds.size() > layers_.size())
+        return core::invalid_argument("more DeepStack inputs than decoder layers");
+      for (const auto& d : b.deepstack_embeds)
+        if (d.shape() != b.mm_embeds.shape() || d.dtype() != act_dt)
+          return core::invalid_argument("DeepStack embeddings must match the multimodal embeddings");
+      mm_perm.resize(static_cast<size_t>(T));
+      ds_perm.assign(static_cast<size_t>(T), 0);
+      for (int64_t t = 0; t < T; ++t) mm_perm[static_cast<size_t>(t)] = static_cast<int32_t>(t);
+      for (int64_t i = 0; i < N; ++i) {
+        const int32_t r = b.mm_rows[static_cast<size_t>(i)];
+        if (r < 0 || r >= T || ds_perm[static_cast<size_t>(r)] != 0)
+          return core::invalid_argument("multimodal rows must be distinct token rows");
+        mm_perm[static_cast<size_t>(r)] = static_cast<int32_t>(T + i);
+        ds_perm[static_cast<size_t>(r)] = static_cast<int32_t>(1 + i);
+      }
+    } else if (!b.deepstack_embeds.empty() || b.mm_embeds.defined()) {
+      return core::invalid_argument("multimodal embeddings without rows");
+    }
+    std::vector<int32_t> iota(static_cast<size_t>(std::max<int64_t>(mrope ? T : 0, N)));
+    for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
     auto emit = [&](std::string_view name, const Tensor& t) {
       if (dump != nullptr && *dump) (*dump)(name, t);
     };
 
-    ops_.prepare_indices(
-        {b.token_ids, b.positions, b.slot_mapping, b.q_indptr, b.kv_lens, b.block_table, b.logits_rows});
+    ops_.prepare_indices({b.token_ids, b.positions, b.slot_mapping, b.q_indptr, b.kv_lens, b.block_table,
+                          b.logits_rows, iota, mm_perm, ds_perm});
     ops::PagedAttentionParams attn;
     attn.q_indptr = b.q_indptr;
     attn.kv_lens = b.kv_lens;
@@ -208,10 +279,31 @@ class QwenCausalLM final : public CausalLM {
     attn.block_size = b.block_size;
     attn.scale = 1.0f / std::sqrt(static_cast<float>(D));
     attn.causal = true;
+    attn.max_kv_len_bound = b.max_kv_len_bound;
     ops::RopeParams rope_params{rope_.rotary_dim};
+    // M-RoPE: per-token tables (row t holds, for each pair, the table entry at the position of the
+    // pair's section), applied with positions 0..T-1. The values are the 1-D table's entries, so a
+    // token whose three positions agree rotates exactly as 1-D RoPE does.
+    Tensor rope_cos = rope_.cos, rope_sin = rope_.sin;
+    std::span<const int32_t> rope_pos = b.positions;
+    if (mrope) {
+      const auto half = static_cast<int64_t>(mrope_row_.size());
+      Tensor c = Tensor::empty({T, half}, DType::kF32), sn = Tensor::empty({T, half}, DType::kF32);
+      const float* hc = rope_host_cos_.data_as<float>();
+      const float* hs = rope_host_sin_.data_as<float>();
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t p =
+              b.mrope_positions[static_cast<size_t>(mrope_row_[static_cast<size_t>(i)] * T + t)];
+          c.data_as<float>()[t * half + i] = hc[p * half + i];
+          sn.data_as<float>()[t * half + i] = hs[p * half + i];
+        }
+      rope_cos = ops_.upload_scratch(c);
+      rope_sin = ops_.upload_scratch(sn);
+      rope_pos = std::span<const int32_t>(iota).first(static_cast<size_t>(T));
+    }
 
     // Activations: x/residual [T, H]; h normed [T, H]; q [T, Hq, D]; k, v [T, Hkv, D].
-    const DType act_dt = ops_.activation_dtype();
     Tensor residual = ops_.empty({T, H}, act_dt);
     Tensor h = ops_.empty({T, H}, act_dt);
     Tensor q = ops_.empty({T, Hq * D}, act_dt);
@@ -223,8 +315,41 @@ class QwenCausalLM final : public CausalLM {
     Tensor act = ops_.empty({T, I}, act_dt);
     const Tensor none;
 
-    ops_.embedding(embed_, b.token_ids, residual);
+    const bool graph = b.graph_key != 0;
+    LOOM_CHECK(!graph || (device_logits && dump == nullptr && N == 0 && !mrope))
+        << "graph forwards are text-only and keep logits on the device";
+    if (graph) ops_.graph_begin(b.graph_key);
+    if (N == 0) {
+      ops_.embedding(embed_, b.token_ids, residual);
+    } else {
+      Tensor x = ops_.empty({T + N, H}, act_dt);
+      Tensor x_text = x.slice_rows(0, T), x_mm = x.slice_rows(T, T + N);
+      ops_.embedding(embed_, b.token_ids, x_text);
+      ops_.embedding(ops_.upload_scratch(b.mm_embeds),
+                     std::span<const int32_t>(iota).first(static_cast<size_t>(N)), x_mm);
+      ops_.embedding(x, mm_perm, residual);
+    }
     emit("embed", residual);
+    // Ends layer `done`: residual += its MLP output (+ its DeepStack rows), then the next norm.
+    auto close_layer = [&](size_t done, const Tensor& norm_weight) {
+      if (done < b.deepstack_embeds.size()) {
+        ops_.add_inplace(residual, proj);
+        emit("blk." + std::to_string(done) + ".out", residual);  // the layer's output, as transformers'
+        const Tensor& d = b.deepstack_embeds[done];
+        Tensor padded = Tensor::empty({N + 1, H}, act_dt);  // row 0: zeros for the text rows
+        std::memset(padded.data(), 0, padded.nbytes() / static_cast<size_t>(N + 1));
+        std::memcpy(static_cast<char*>(padded.data()) + padded.nbytes() / static_cast<size_t>(N + 1),
+                    d.data(), d.nbytes());
+        Tensor rows = ops_.empty({T, H}, act_dt);
+        ops_.embedding(ops_.upload_scratch(padded), ds_perm, rows);
+        ops_.add_inplace(residual, rows);
+        emit("blk." + std::to_string(done) + ".deepstack", residual);
+        ops_.rms_norm(residual, norm_weight, eps, h);
+      } else {
+        ops_.add_rms_norm(residual, proj, norm_weight, eps, h);
+        emit("blk." + std::to_string(done) + ".out", residual);
+      }
+    };
     for (size_t li = 0; li < layers_.size(); ++li) {
       const LayerWeights& L = layers_[li];
       const std::string blk = "blk." + std::to_string(li);
@@ -232,8 +357,7 @@ class QwenCausalLM final : public CausalLM {
       if (li == 0) {
         ops_.rms_norm(residual, L.input_norm, eps, h);
       } else {
-        ops_.add_rms_norm(residual, proj, L.input_norm, eps, h);  // proj = previous MLP output
-        emit("blk." + std::to_string(li - 1) + ".out", residual);
+        close_layer(li - 1, L.input_norm);  // proj = previous MLP output
       }
       ops_.linear(h, L.wq, L.bq, q);
       ops_.linear(h, L.wk, L.bk, k);
@@ -246,8 +370,8 @@ class QwenCausalLM final : public CausalLM {
         ops_.rms_norm(qr, L.q_norm, eps, qr);
         ops_.rms_norm(kr, L.k_norm, eps, kr);
       }
-      ops_.rope(q3, b.positions, rope_.cos, rope_.sin, rope_params);
-      ops_.rope(k3, b.positions, rope_.cos, rope_.sin, rope_params);
+      ops_.rope(q3, rope_pos, rope_cos, rope_sin, rope_params);
+      ops_.rope(k3, rope_pos, rope_cos, rope_sin, rope_params);
       ops_.write_kv(k3, v.reshape({T, Hkv, D}), b.slot_mapping, kv[li].k, kv[li].v);
       Tensor out3 = attn_out.reshape({T, Hq, D});
       ops_.paged_attention(q3, kv[li].k, kv[li].v, attn, out3);
@@ -259,13 +383,13 @@ class QwenCausalLM final : public CausalLM {
       ops_.linear(act, L.w_down, none, proj);
       emit(blk + ".mlp", proj);
     }
-    ops_.add_rms_norm(residual, proj, final_norm_, eps, h);
-    emit("blk." + std::to_string(layers_.size() - 1) + ".out", residual);
+    close_layer(layers_.size() - 1, final_norm_);
     emit("final_norm", h);
 
     const auto n = static_cast<int64_t>(b.logits_rows.size());
     for (int32_t r : b.logits_rows) LOOM_CHECK(r >= 0 && r < T) << "logits row " << r << " of " << T;
     if (n == 0) {
+      if (graph) ops_.graph_end(b.graph_key);
       logits = Tensor::empty({0, cfg_.vocab_size}, DType::kF32);
       return {};
     }
@@ -273,6 +397,7 @@ class QwenCausalLM final : public CausalLM {
     ops_.embedding(h, b.logits_rows, rows);  // gathers the rows whose logits are wanted
     Tensor out = ops_.empty({n, cfg_.vocab_size}, DType::kF32);
     ops_.linear(rows, lm_head_, none, out);
+    if (graph) ops_.graph_end(b.graph_key);
     logits = device_logits ? out : ops_.to_host(out);  // [n, vocab] f32
     return {};
   }
@@ -285,6 +410,8 @@ class QwenCausalLM final : public CausalLM {
   std::vector<LayerWeights> layers_;
   std::vector<int32_t> layer_window_;  // 0 = full attention
   RopeTables rope_;
+  Tensor rope_host_cos_, rope_host_sin_;  // host copies, for per-token M-RoPE tables
+  std::vector<uint8_t> mrope_row_;        // [rotary_dim / 2] section row of each pair; empty: 1-D
 };
 
 // Where the text decoder's weights live, by checkpoint layout.

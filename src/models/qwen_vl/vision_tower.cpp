@@ -5,6 +5,9 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/check.h"
+#include "core/dtype.h"
+
 #include "models/qwen_vl/vision_window.h"
 
 namespace loom::models::qwen_vl {
@@ -27,6 +30,19 @@ Tensor stack_rows(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(shape, x.dtype());
   std::memcpy(out.data(), x.data(), x.nbytes());
   std::memcpy(static_cast<char*>(out.data()) + x.nbytes(), y.data(), y.nbytes());
+  return out;
+}
+
+// A host f32 tensor rounded to `dtype` (f32: itself), RNE as torch's .to(dtype).
+Tensor host_as(const Tensor& f32, DType dtype) {
+  if (dtype == DType::kF32) return f32;
+  LOOM_CHECK(dtype == DType::kBF16 || dtype == DType::kF16)
+      << "unsupported activation dtype " << core::dtype_name(dtype);
+  Tensor out = Tensor::empty(f32.shape(), dtype);
+  const float* src = f32.data_as<float>();
+  auto* dst = out.data_as<uint16_t>();
+  for (int64_t i = 0; i < f32.numel(); ++i)
+    dst[i] = dtype == DType::kBF16 ? core::f32_to_bf16(src[i]) : core::f32_to_f16(src[i]);
   return out;
 }
 
@@ -64,10 +80,6 @@ struct SegmentAttention {
 core::Expected<std::unique_ptr<Qwen25VisionTower>> Qwen25VisionTower::load(const VisionConfig& config,
                                                                            const Checkpoint& ckpt,
                                                                            ops::Ops& ops) {
-  if (ops.empty({1}, DType::kF32).device() != core::Device::kCpu) {
-    return core::unsupported(
-        std::string("the Qwen2.5-VL vision tower runs on host-memory backends only, not ") + ops.name());
-  }
   std::unique_ptr<Qwen25VisionTower> tower(new Qwen25VisionTower(config, ops));
   for (const char* prefix : {"model.visual.", "visual."}) {
     if (ckpt.has(std::string(prefix) + "patch_embed.proj.weight")) {
@@ -112,8 +124,13 @@ core::Expected<std::unique_ptr<Qwen25VisionTower>> Qwen25VisionTower::load(const
     LOOM_ASSIGN_OR_RETURN(Tensor down_b, get(b + "mlp.down_proj.bias", {hidden}));
     blk.norm1 = ops.upload(n1);
     blk.norm2 = ops.upload(n2);
-    blk.qkv_w = ops.upload_weight(qkv_w);
-    blk.qkv_b = ops.upload_weight(qkv_b);
+    // Rows [0, hidden) are q, [hidden, 2*hidden) k, the rest v (contiguous row blocks).
+    blk.q_w = ops.upload_weight(qkv_w.slice_rows(0, hidden));
+    blk.k_w = ops.upload_weight(qkv_w.slice_rows(hidden, 2 * hidden));
+    blk.v_w = ops.upload_weight(qkv_w.slice_rows(2 * hidden, 3 * hidden));
+    blk.q_b = ops.upload_weight(qkv_b.slice_rows(0, hidden));
+    blk.k_b = ops.upload_weight(qkv_b.slice_rows(hidden, 2 * hidden));
+    blk.v_b = ops.upload_weight(qkv_b.slice_rows(2 * hidden, 3 * hidden));
     blk.proj_w = ops.upload_weight(proj_w);
     blk.proj_b = ops.upload_weight(proj_b);
     blk.gate_up_w = ops.upload_weight(stack_rows(gate_w, up_w));
@@ -164,73 +181,74 @@ core::Expected<Tensor> Qwen25VisionTower::forward(const Tensor& pixel_values,
   const int64_t n = layout.num_patches, hidden = c.hidden_size, heads = c.num_heads, hd = c.head_dim();
   const int64_t unit = c.merge_unit(), units = layout.num_units;
   const int64_t inter = c.intermediate_size, merged = hidden * unit;
+  const DType act = ops_.activation_dtype();
+  const bool dumping = dump != nullptr && *dump;
   auto emit = [&](std::string_view name, const Tensor& t) {
-    if (dump != nullptr && *dump) (*dump)(name, t);
+    if (dumping) (*dump)(name, ops_.to_host(t));
   };
 
-  // Index arrays: rope rows (token t uses table row t), identity KV slots, both segmentations.
+  // Index arrays: token rows (rope table rows and identity KV slots), the window permutation of
+  // merge units and its inverse, both segmentations.
   std::vector<int32_t> rows(n);
   for (int64_t i = 0; i < n; ++i) rows[i] = static_cast<int32_t>(i);
+  std::vector<int32_t> unwindow(units);  // processor unit u sits at window-order row unwindow[u]
+  for (int64_t j = 0; j < units; ++j) unwindow[layout.window_index[j]] = static_cast<int32_t>(j);
   const SegmentAttention windows(layout.cu_window_seqlens);
   const SegmentAttention frames(layout.cu_seqlens);
-  ops_.prepare_indices({rows, windows.q_indptr, windows.kv_lens, windows.block_table, frames.q_indptr,
-                        frames.kv_lens, frames.block_table});
+  ops_.prepare_indices({rows, layout.window_index, unwindow, windows.q_indptr, windows.kv_lens,
+                        windows.block_table, frames.q_indptr, frames.kv_lens, frames.block_table});
 
   // patch_embed: [N, C*T*P*P] @ [hidden, C*T*P*P]^T -> [N, hidden] (processor order).
-  Tensor embed = ops_.empty({n, hidden}, DType::kF32);
-  ops_.linear(pixel_values, patch_w_, Tensor(), embed);
+  const Tensor px = ops_.upload_scratch(host_as(pixel_values, act));
+  Tensor embed = ops_.empty({n, hidden}, act);
+  ops_.linear(px, patch_w_, Tensor(), embed);
   emit("vision.patch_embed", embed);
 
-  // x [N, hidden] in window order: unit j <- processor unit window_index[j].
-  Tensor x = ops_.empty({n, hidden}, DType::kF32);
-  const size_t unit_bytes = static_cast<size_t>(unit * hidden) * sizeof(float);
-  for (int64_t j = 0; j < units; ++j) {
-    std::memcpy(x.data_as<float>() + j * unit * hidden,
-                embed.data_as<float>() + int64_t{layout.window_index[j]} * unit * hidden, unit_bytes);
+  // x [N, hidden] in window order: unit j <- processor unit window_index[j] (a row gather over
+  // [units, merge^2 * hidden]).
+  Tensor x = ops_.empty({n, hidden}, act);
+  {
+    Tensor x_units = x.reshape({units, unit * hidden});
+    ops_.embedding(embed.reshape({units, unit * hidden}), layout.window_index, x_units);
   }
 
   // Per-token rope tables [N, hd/2]: angles h*inv_freq then w*inv_freq (f32 products, as transformers).
   const int64_t quarter = hd / 4, half = hd / 2;
-  Tensor cos_t = Tensor::empty({n, half}, DType::kF32), sin_t = Tensor::empty({n, half}, DType::kF32);
+  Tensor cos_h = Tensor::empty({n, half}, DType::kF32), sin_h = Tensor::empty({n, half}, DType::kF32);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const float pos = static_cast<float>(i < quarter ? layout.pos_h[t] : layout.pos_w[t]);
       const float angle = pos * inv_freq_[i % quarter];
-      cos_t.data_as<float>()[t * half + i] = std::cos(angle);
-      sin_t.data_as<float>()[t * half + i] = std::sin(angle);
+      cos_h.data_as<float>()[t * half + i] = std::cos(angle);
+      sin_h.data_as<float>()[t * half + i] = std::sin(angle);
     }
   }
-  cos_t = ops_.upload(cos_t);
-  sin_t = ops_.upload(sin_t);
+  const Tensor cos_t = ops_.upload_scratch(cos_h), sin_t = ops_.upload_scratch(sin_h);
   ops::RopeParams rope;
   rope.rotary_dim = static_cast<int32_t>(hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  Tensor h = ops_.empty({n, hidden}, DType::kF32);
-  Tensor qkv = ops_.empty({n, 3 * hidden}, DType::kF32);
-  Tensor q = ops_.empty({n, heads, hd}, DType::kF32);
-  Tensor k = ops_.empty({n, heads, hd}, DType::kF32);
-  Tensor v = ops_.empty({n, heads, hd}, DType::kF32);
+  Tensor h = ops_.empty({n, hidden}, act);
+  // q, k, v, attn: [N, heads, hd]
+  Tensor q = ops_.empty({n, heads, hd}, act);
+  Tensor k = ops_.empty({n, heads, hd}, act);
+  Tensor v = ops_.empty({n, heads, hd}, act);
   // Paged caches with block_size 1: [N blocks, 1, heads, hd]; block b holds token b.
-  Tensor k_cache = ops_.empty({n, 1, heads, hd}, DType::kF32);
-  Tensor v_cache = ops_.empty({n, 1, heads, hd}, DType::kF32);
-  Tensor attn = ops_.empty({n, heads, hd}, DType::kF32);
-  Tensor proj = ops_.empty({n, hidden}, DType::kF32);
-  Tensor gate_up = ops_.empty({n, 2 * inter}, DType::kF32);
-  Tensor act = ops_.empty({n, inter}, DType::kF32);
-  Tensor mlp = ops_.empty({n, hidden}, DType::kF32);
+  Tensor k_cache = ops_.empty({n, 1, heads, hd}, act);
+  Tensor v_cache = ops_.empty({n, 1, heads, hd}, act);
+  Tensor attn = ops_.empty({n, heads, hd}, act);
+  Tensor proj = ops_.empty({n, hidden}, act);
+  Tensor gate_up = ops_.empty({n, 2 * inter}, act);
+  Tensor mlp_act = ops_.empty({n, inter}, act);
+  Tensor mlp = ops_.empty({n, hidden}, act);
+  Tensor q2 = q.reshape({n, hidden}), k2 = k.reshape({n, hidden}), v2 = v.reshape({n, hidden});
 
   for (int64_t b = 0; b < c.depth; ++b) {
     const Block& blk = blocks_[b];
     ops_.rms_norm(x, blk.norm1, kNormEps, h);
-    ops_.linear(h, blk.qkv_w, blk.qkv_b, qkv);
-    // qkv rows are [3, heads, hd]: split into contiguous q, k, v [N, heads, hd].
-    for (int64_t t = 0; t < n; ++t) {
-      const float* src = qkv.data_as<float>() + t * 3 * hidden;
-      std::memcpy(q.data_as<float>() + t * hidden, src, hidden * sizeof(float));
-      std::memcpy(k.data_as<float>() + t * hidden, src + hidden, hidden * sizeof(float));
-      std::memcpy(v.data_as<float>() + t * hidden, src + 2 * hidden, hidden * sizeof(float));
-    }
+    ops_.linear(h, blk.q_w, blk.q_b, q2);
+    ops_.linear(h, blk.k_w, blk.k_b, k2);
+    ops_.linear(h, blk.v_w, blk.v_b, v2);
     ops_.rope(q, rows, cos_t, sin_t, rope);
     ops_.rope(k, rows, cos_t, sin_t, rope);
     ops_.write_kv(k, v, rows, k_cache, v_cache);
@@ -240,32 +258,33 @@ core::Expected<Tensor> Qwen25VisionTower::forward(const Tensor& pixel_values,
     // x += proj; h = rms_norm2(x)
     ops_.add_rms_norm(x, proj, blk.norm2, kNormEps, h);
     ops_.linear(h, blk.gate_up_w, blk.gate_up_b, gate_up);
-    ops_.silu_mul(gate_up, act);
-    ops_.linear(act, blk.down_w, blk.down_b, mlp);
+    ops_.silu_mul(gate_up, mlp_act);
+    ops_.linear(mlp_act, blk.down_w, blk.down_b, mlp);
     ops_.add_inplace(x, mlp);
-    if (dump != nullptr && *dump) emit("vision.blk." + std::to_string(b) + ".out", x);
+    if (dumping) emit("vision.blk." + std::to_string(b) + ".out", x);
   }
 
   // Merger: ln_q, then each unit's merge^2 rows side by side -> [units, merge^2 * hidden].
   ops_.rms_norm(x, ln_q_, kNormEps, h);
-  Tensor m1 = ops_.empty({units, merged}, DType::kF32);
+  Tensor m1 = ops_.empty({units, merged}, act);
   ops_.linear(h.reshape({units, merged}), merger_w1_, merger_b1_, m1);
-  // nn.GELU(): exact erf form.
-  float* m1p = m1.data_as<float>();
-  for (int64_t i = 0; i < units * merged; ++i) {
-    const double val = m1p[i];
-    m1p[i] = static_cast<float>(0.5 * val * (1.0 + std::erf(val / std::sqrt(2.0))));
-  }
-  Tensor m2 = ops_.empty({units, c.out_hidden_size}, DType::kF32);
+  ops_.gelu(m1, m1, /*tanh_approx=*/false);  // nn.GELU(): exact erf form
+  Tensor m2 = ops_.empty({units, c.out_hidden_size}, act);
   ops_.linear(m1, merger_w2_, merger_b2_, m2);
 
-  // Undo the window order: processor unit window_index[j] <- window-order row j.
-  Tensor out = Tensor::empty({units, c.out_hidden_size}, DType::kF32);
-  const size_t row_bytes = static_cast<size_t>(c.out_hidden_size) * sizeof(float);
-  for (int64_t j = 0; j < units; ++j) {
-    std::memcpy(out.data_as<float>() + int64_t{layout.window_index[j]} * c.out_hidden_size,
-                m2.data_as<float>() + j * c.out_hidden_size, row_bytes);
+  // Undo the window order (processor unit u <- window-order row unwindow[u]) into memory that
+  // outlives this forward's scratch (see the header).
+  Tensor out;
+  if (m2.device() == core::Device::kCpu) {
+    out = ops_.alloc({units, c.out_hidden_size}, act);
+  } else {
+    if (!out_buf_.defined() || out_buf_.dim(0) < units) {
+      const int64_t cap = std::max<int64_t>(units, out_buf_.defined() ? 2 * out_buf_.dim(0) : 0);
+      out_buf_ = ops_.alloc({cap, c.out_hidden_size}, act);
+    }
+    out = out_buf_.slice_rows(0, units);
   }
+  ops_.embedding(m2, unwindow, out);
   emit("vision.merger", out);
   return out;
 }

@@ -1,0 +1,86 @@
+#include "models/vision_language.h"
+
+#include <cstring>
+
+namespace loom::models {
+
+double elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+}
+
+core::Tensor VisionLanguageModel::to_host_activations(const core::Tensor& t) {
+  ops::Ops& ops = backend();
+  core::Tensor h = ops.to_host(t);
+  const core::DType want = ops.activation_dtype();
+  if (h.dtype() == want) {
+    // A view into the backend's memory (the CPU returns its tensor): copy so it outlives the step.
+    core::Tensor copy = core::Tensor::empty(h.shape(), h.dtype());
+    std::memcpy(copy.data(), h.data(), h.nbytes());
+    return copy;
+  }
+  core::Tensor f = h.dtype() == core::DType::kF32 ? h : h.to_f32();
+  if (want == core::DType::kF32) return f;
+  LOOM_CHECK(want == core::DType::kBF16) << "activation dtype " << core::dtype_name(want);
+  core::Tensor out = core::Tensor::empty(f.shape(), core::DType::kBF16);
+  const float* s = f.data_as<float>();
+  auto* d = out.data_as<uint16_t>();
+  for (int64_t i = 0; i < f.numel(); ++i) d[i] = core::f32_to_bf16(s[i]);
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> VisionLanguageModel::pad_runs(std::span<const int32_t> ids,
+                                                                       int32_t pad_id) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (size_t i = 0; i < ids.size();) {
+    if (ids[i] != pad_id) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < ids.size() && ids[j] == pad_id) ++j;
+    runs.emplace_back(static_cast<int64_t>(i), static_cast<int64_t>(j - i));
+    i = j;
+  }
+  return runs;
+}
+
+core::Expected<VisionLanguageModel::Frames> VisionLanguageModel::video_frames(const MediaItem& item,
+                                                                              const FrameSampler& sample) {
+  Frames f;
+  if (!item.frames.empty()) {
+    f.width = item.frames[0].width;
+    f.height = item.frames[0].height;
+    for (const auto& im : item.frames) {
+      if (im.width != f.width || im.height != f.height)
+        return core::invalid_argument(item.where + ": the frames of a video must all have one size");
+      f.rgb.push_back(im.rgb.data());
+    }
+    // transformers: VideoMetadata without fps -> sampled_fps 24 when nothing else is known.
+    f.sampled_fps = item.frames_fps > 0 ? item.frames_fps : 24.0;
+    f.video_fps = f.sampled_fps;
+    for (size_t i = 0; i < item.frames.size(); ++i) f.indices.push_back(static_cast<int64_t>(i));
+    return f;
+  }
+  if (!item.video_bytes) return core::invalid_argument(item.where + ": video without data");
+  auto indices = sample(item.video_info);
+  if (!indices.ok()) return indices.status().with_context(item.where);
+  auto frames = media::decode_video_frames(*item.video_bytes, *indices);
+  if (!frames.ok()) return frames.status().with_context(item.where);
+  f.indices = std::move(*indices);
+  f.width = item.video_info.width;
+  f.height = item.video_info.height;
+  for (auto& fr : *frames) {
+    if (fr.image.width != f.width || fr.image.height != f.height)
+      return core::unsupported(item.where + ": the video changes resolution mid-stream");
+    f.owned.push_back(std::move(fr.image));
+  }
+  for (const auto& im : f.owned) f.rgb.push_back(im.rgb.data());
+  f.video_fps = item.video_info.fps;
+  f.sampled_fps = item.video_info.num_frames > 0
+                      ? static_cast<double>(f.indices.size()) /
+                            static_cast<double>(item.video_info.num_frames) * item.video_info.fps
+                      : item.video_info.fps;
+  return f;
+}
+
+}  // namespace loom::models
