@@ -12,6 +12,10 @@
 
 namespace loom::media {
 
+// False in builds configured with LOOM_VIDEO=OFF (no ffmpeg libraries): probe and decode then
+// return Unsupported.
+bool video_supported();
+
 struct VideoFrame {
   int64_t index = 0;         // position in decoder output order (presentation order), from 0
   double timestamp_s = 0.0;  // presentation time minus the stream's start time

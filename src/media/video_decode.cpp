@@ -11,6 +11,21 @@
 // per-frame matrix (the bt709 clip fails with the default BT.601 table); the chroma siting and the
 // explicit range do not change any fixture (full-range streams decode to yuvj formats, whose range
 // libswscale already knows) and are kept to follow vf_scale.
+#include "media/video.h"
+
+#if !LOOM_HAVE_VIDEO
+// Built with LOOM_VIDEO=OFF (no ffmpeg libraries, e.g. the device bundle): videos are refused.
+namespace loom::media {
+bool video_supported() { return false; }
+core::Expected<VideoInfo> probe_video(std::span<const uint8_t>, const VideoLimits&) {
+  return core::unsupported("this build of Loom has no video decoding (configured with LOOM_VIDEO=OFF)");
+}
+core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint8_t>, std::span<const int64_t>,
+                                                            const VideoLimits&) {
+  return core::unsupported("this build of Loom has no video decoding (configured with LOOM_VIDEO=OFF)");
+}
+}  // namespace loom::media
+#else
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -18,7 +33,6 @@
 #include <string>
 
 #include "core/check.h"
-#include "media/video.h"
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -30,6 +44,9 @@ extern "C" {
 }
 
 namespace loom::media {
+
+bool video_supported() { return true; }
+
 namespace {
 
 // ffmpeg logs every bitstream problem to stderr; for us a corrupt upload is a Status returned to the
@@ -367,3 +384,4 @@ core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint
 }
 
 }  // namespace loom::media
+#endif  // LOOM_HAVE_VIDEO

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,9 @@ struct MediaItem {
   // they were taken at, when the request says so (0: unknown; transformers then assumes 24).
   std::vector<media::Image> frames;
   double frames_fps = 0.0;
+  // kVideo: when set, decodes the frames at the given indices instead of video_bytes (callers with
+  // their own decoder; the GPU tests use it with pre-decoded frames, as their build has no ffmpeg).
+  std::function<core::Expected<std::vector<media::Image>>(std::span<const int64_t>)> decode_frames;
   std::string where;  // the request location, for error messages ("messages[0].content[1]")
 };
 

@@ -61,19 +61,25 @@ core::Expected<VisionLanguageModel::Frames> VisionLanguageModel::video_frames(co
     for (size_t i = 0; i < item.frames.size(); ++i) f.indices.push_back(static_cast<int64_t>(i));
     return f;
   }
-  if (!item.video_bytes) return core::invalid_argument(item.where + ": video without data");
+  if (!item.video_bytes && !item.decode_frames)
+    return core::invalid_argument(item.where + ": video without data");
   auto indices = sample(item.video_info);
   if (!indices.ok()) return indices.status().with_context(item.where);
-  auto frames = media::decode_video_frames(*item.video_bytes, *indices);
-  if (!frames.ok()) return frames.status().with_context(item.where);
+  if (item.decode_frames) {
+    auto images = item.decode_frames(*indices);
+    if (!images.ok()) return images.status().with_context(item.where);
+    f.owned = std::move(*images);
+  } else {
+    auto frames = media::decode_video_frames(*item.video_bytes, *indices);
+    if (!frames.ok()) return frames.status().with_context(item.where);
+    for (auto& fr : *frames) f.owned.push_back(std::move(fr.image));
+  }
   f.indices = std::move(*indices);
   f.width = item.video_info.width;
   f.height = item.video_info.height;
-  for (auto& fr : *frames) {
-    if (fr.image.width != f.width || fr.image.height != f.height)
+  for (const auto& im : f.owned)
+    if (im.width != f.width || im.height != f.height)
       return core::unsupported(item.where + ": the video changes resolution mid-stream");
-    f.owned.push_back(std::move(fr.image));
-  }
   for (const auto& im : f.owned) f.rgb.push_back(im.rgb.data());
   f.video_fps = item.video_info.fps;
   f.sampled_fps = item.video_info.num_frames > 0

@@ -7,6 +7,7 @@
 // (outputs are poisoned with NaN first) and finite; values are compared on every element for
 // small problems and on a random subset of 97 columns (plus the first and last) when M*N*K is
 // large, to keep the host reference fast.
+#include <cmath>
 #include <algorithm>
 #include <vector>
 
@@ -123,10 +124,13 @@ void run_case(Gemm& gemm, const Case& c, std::mt19937_64& rng, cudaStream_t stre
   const testing::Diff d = testing::compare(got, ref);
   EXPECT_EQ(d.nan, 0);
   EXPECT_LT(d.rel_l2, out_tolerance(c.out)) << testing::describe(d);
-  // No single element may be off by more than a few ulps of the output scale.
+  // No single element may be off by more than a few ulps of the output scale, plus the f32
+  // accumulation's own rounding (~sqrt(K) ulps of f32: cuBLASLt sums in a different order than the
+  // double reference; it dominates for f32 outputs, e.g. 1.806e-6 against a 1.805e-6 bound at K=896).
   double ref_max = 0;
   for (double r : ref) ref_max = std::max(ref_max, std::abs(r));
-  EXPECT_LE(d.max_abs, 4 * testing::ulp_rel(c.out) * ref_max + 1e-6) << testing::describe(d);
+  const double accumulation = 4 * std::sqrt(static_cast<double>(c.k)) * std::ldexp(1.0, -24) * ref_max;
+  EXPECT_LE(d.max_abs, 4 * testing::ulp_rel(c.out) * ref_max + accumulation + 1e-6) << testing::describe(d);
 }
 
 class CudaGemmTest : public ::testing::Test {

@@ -3,7 +3,9 @@
 // prefill. Disabled by default (timed assertions do not belong in tests); run with
 //   cuda_attention_test --gtest_also_run_disabled_tests --gtest_filter='*Bench*'
 // (LOOM_ATTN_BENCH=<substring of a case name> selects cases.)
-// Shapes are Qwen2.5-7B's attention (28 q heads, 4 kv heads, head_dim 128, block size 16).
+// Shapes are Qwen2.5-7B's attention (28 q heads, 4 kv heads, head_dim 128, block size 16),
+// plus Qwen3-VL's vision attention on the CUDA-core fallback (16 heads, head_dim 72,
+// non-causal, block size 1) and head_dim 96 / 256 cases of the fallback.
 // Inputs are random (never zeros), and several disjoint copies of the KV cache are rotated so
 // repeated runs do not measure the L2 cache.
 #include <gtest/gtest.h>
@@ -63,6 +65,8 @@ double copy_bandwidth() {
 struct BenchCase {
   const char* name;
   std::vector<testing::SeqSpec> seqs;
+  int32_t q_heads = 28, kv_heads = 4, head_dim = 128, block = 16;
+  bool causal = true;
 };
 
 // Fills `n` 16-bit elements with random bf16 values in [-1, 1) (cheap generator, host side).
@@ -76,7 +80,7 @@ void random_bf16(std::vector<uint16_t>& v, uint64_t seed) {
 }
 
 void run_case(const BenchCase& c, double copy_bw, double tensor_rate) {
-  constexpr int32_t kQHeads = 28, kKvHeads = 4, kDim = 128, kBlock = 16;
+  const int32_t kQHeads = c.q_heads, kKvHeads = c.kv_heads, kDim = c.head_dim, kBlock = c.block;
   const int nseq = static_cast<int>(c.seqs.size());
   int32_t max_q = 0, max_kv = 0, tokens = 0, blocks_per_copy = 0, max_blocks = 0;
   double kv_bytes = 0, flops = 0;
@@ -88,11 +92,12 @@ void run_case(const BenchCase& c, double copy_bw, double tensor_rate) {
     blocks_per_copy += b;
     max_blocks = std::max(max_blocks, b);
     kv_bytes += 2.0 * s.kv_len * kKvHeads * kDim * 2;
-    for (int32_t i = 0; i < s.q_len; ++i) flops += 4.0 * kDim * kQHeads * (s.kv_len - s.q_len + i + 1);
+    for (int32_t i = 0; i < s.q_len; ++i)
+      flops += 4.0 * kDim * kQHeads * (c.causal ? s.kv_len - s.q_len + i + 1 : s.kv_len);
   }
   // Enough copies that one rotation covers >= 512 MB (well past the 60 MB L2).
   const int copies = static_cast<int>(std::clamp(512e6 / kv_bytes, 1.0, 8.0));
-  const size_t elems_per_block = size_t{kBlock} * kKvHeads * kDim;
+  const size_t elems_per_block = static_cast<size_t>(kBlock) * kKvHeads * kDim;
   const size_t cache_elems = elems_per_block * blocks_per_copy * copies;
   DeviceBuffer kc(cache_elems * 2), vc(cache_elems * 2), q(size_t{2} * tokens * kQHeads * kDim),
       out(size_t{2} * tokens * kQHeads * kDim);
@@ -139,8 +144,8 @@ void run_case(const BenchCase& c, double copy_bw, double tensor_rate) {
   desc.max_blocks_per_seq = max_blocks;
   desc.max_q_len = max_q;
   desc.max_kv_len_bound = max_kv;
-  desc.scale = 1.0f / std::sqrt(float{kDim});
-  desc.causal = true;
+  desc.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+  desc.causal = c.causal;
   desc.q_indptr = d_indptr.as<int32_t>();
   desc.kv_lens = d_lens.as<int32_t>();
   DeviceBuffer ws(paged_attention_workspace_bytes(desc));
@@ -190,6 +195,11 @@ TEST(CudaPagedAttention, DISABLED_Bench) {
       {"chunk 512 after 8k", uniform(1, 512, 8704)},
       {"chunk 2k after 30k", uniform(1, 2048, 32768)},
       {"mixed 512 + 63 x 1k decode", mixed},
+      // CUDA-core fallback (the tensor rate floor overstates what it can reach).
+      {"generic vision D72 4 x 1k", uniform(4, 1024, 1024), 16, 16, 72, 1, false},
+      {"generic vision D72 1 x 4k", uniform(1, 4096, 4096), 16, 16, 72, 1, false},
+      {"generic prefill D96 4 x 1k causal", uniform(4, 1024, 1024), 32, 8, 96, 16, true},
+      {"generic decode D256 b64 x 1k", uniform(64, 1, 1024), 16, 8, 256, 16, true},
   };
   // LOOM_ATTN_BENCH=<substring> runs only the matching cases (e.g. under a profiler).
   const char* only = std::getenv("LOOM_ATTN_BENCH");

@@ -1,10 +1,12 @@
 // CUDA paged attention against the CPU reference (ops::make_reference_ops) on the same
-// bf16/f16-rounded inputs, over a grid: head_dim 64/80/128; GQA ratios 1/4/7 (and 9/16, which
+// bf16/f16-rounded inputs, over a grid: head_dim 64/80/128 (tensor-core kernels) and 8/16/32/
+// 72/96/256 (the CUDA-core fallback, generic_kernel.cu); GQA ratios 1/4/7 (and 9/16, which
 // split a group across decode CTAs); block sizes 1/16; q lens 1, 7, 97, 1000+ with histories
 // 0, 5, 1000+; batches of 1..5 sequences mixing decode and prefill; causal, sliding window,
 // non-causal; shuffled non-contiguous block tables; a 32k-token decode and a 64 x 1k decode;
-// bf16 and f16. Fresh random inputs each run (seed printed on failure, LOOM_TEST_SEED replays);
-// output and workspace poisoned with NaN before every call; tolerance in attention_test_util.h.
+// bf16 and f16; encoder-style batches (non-causal, block size 1, many short sequences) and CUDA
+// graph replay on the fallback too. Fresh random inputs each run (seed printed on failure, LOOM_TEST_SEED
+// replays); output and workspace poisoned with NaN before every call; tolerance in attention_test_util.h.
 // Without a GPU every test that needs one skips with the runtime's reason.
 #include <gtest/gtest.h>
 
@@ -124,6 +126,122 @@ TEST(CudaPagedAttention, GridHeadDim128) {
   run_grid(128);
 }
 
+// Head dims without a tensor-core kernel: the CUDA-core fallback (generic_kernel.cu), same grid
+// (decode, prefill, chunked prefill, mixed batches; causal / window / non-causal; GQA 1/4/7;
+// block sizes 1/16). 72 is Qwen3-VL's vision head_dim; 8/16/32 tiny test models.
+TEST(CudaPagedAttention, GenericGridHeadDim8) {
+  LOOM_REQUIRE_GPU();
+  run_grid(8);
+}
+TEST(CudaPagedAttention, GenericGridHeadDim16) {
+  LOOM_REQUIRE_GPU();
+  run_grid(16);
+}
+TEST(CudaPagedAttention, GenericGridHeadDim32) {
+  LOOM_REQUIRE_GPU();
+  run_grid(32);
+}
+TEST(CudaPagedAttention, GenericGridHeadDim72) {
+  LOOM_REQUIRE_GPU();
+  run_grid(72);
+}
+TEST(CudaPagedAttention, GenericGridHeadDim96) {
+  LOOM_REQUIRE_GPU();
+  run_grid(96);
+}
+TEST(CudaPagedAttention, GenericGridHeadDim256) {
+  LOOM_REQUIRE_GPU();
+  run_grid(256);
+}
+
+const int32_t kGenericDims[] = {8, 16, 32, 72, 96, 256};
+
+// Vision-encoder style batches on the fallback: non-causal, block size 1 (one cache block per
+// patch), many short sequences with q_len == kv_len (one per image / window), 16 heads without
+// GQA; plus a GQA variant and a windowed one. Never split: workspace 0.
+TEST(CudaPagedAttention, GenericEncoderStyle) {
+  LOOM_REQUIRE_GPU();
+  LOOM_SEEDED_RNG(rng);
+  int idx = 0;
+  for (int32_t head_dim : kGenericDims) {
+    for (int variant = 0; variant < 3; ++variant) {
+      ++idx;
+      std::vector<SeqSpec> seqs;
+      const int n = static_cast<int>(uniform_int(rng, 20, 40));
+      for (int i = 0; i < n; ++i) {
+        // Mostly short windows, a few longer images (several row tiles, several key tiles).
+        const int32_t len =
+            static_cast<int32_t>(i % 9 == 4 ? uniform_int(rng, 100, 300) : uniform_int(rng, 1, 70));
+        seqs.push_back({len, len});
+      }
+      const int32_t q_heads = variant == 1 ? 12 : 16;
+      const int32_t kv_heads = variant == 1 ? 3 : 16;
+      const int32_t window = variant == 2 ? static_cast<int32_t>(uniform_int(rng, 1, 50)) : 0;
+      const Problem p = make_problem(rng, seqs, q_heads, kv_heads, head_dim, 1,
+                                     idx % 2 ? DType::kBF16 : DType::kF16, false, window, 4.0f);
+      SCOPED_TRACE(p.describe());
+      DeviceProblem d;
+      ASSERT_TRUE(testing::upload(p, d));
+      EXPECT_EQ(paged_attention_workspace_bytes(testing::make_desc(p, d, p.max_kv_len)), 0u);
+      check(p, reference_output(p));
+    }
+  }
+}
+
+// Decode on the fallback: long contexts (many key tiles, one CTA walks them all), GQA groups
+// up to 24 (groups above 16 take the 64-row CTAs even for decode), windows, both dtypes, and a
+// kv bound far above the lengths (no split, no workspace, same result).
+TEST(CudaPagedAttention, GenericDecode) {
+  LOOM_REQUIRE_GPU();
+  LOOM_SEEDED_RNG(rng);
+  int idx = 0;
+  for (int32_t head_dim : kGenericDims)
+    for (int32_t ratio : {1, 7, 24}) {
+      ++idx;
+      std::vector<SeqSpec> seqs;
+      for (int i = 0; i < 5; ++i) seqs.push_back({1, static_cast<int32_t>(uniform_int(rng, 1, 3000))});
+      seqs.push_back({1, static_cast<int32_t>(uniform_int(rng, 4000, 5000))});
+      const int32_t window = idx % 3 == 0 ? static_cast<int32_t>(uniform_int(rng, 1, 700)) : 0;
+      const Problem p = make_problem(rng, seqs, 2 * ratio, 2, head_dim, idx % 2 ? 16 : 1,
+                                     idx % 4 == 0 ? DType::kF16 : DType::kBF16, true, window, 4.0f);
+      SCOPED_TRACE(p.describe());
+      const core::Tensor ref = reference_output(p);
+      for (int32_t bound : {p.max_kv_len, 131072}) {
+        DeviceProblem d;
+        ASSERT_TRUE(testing::upload(p, d));
+        EXPECT_EQ(paged_attention_workspace_bytes(testing::make_desc(p, d, bound)), 0u);
+        check(p, ref, bound);
+      }
+    }
+}
+
+// Short multi-token steps and mixed batches on the fallback whose rows span several tokens
+// inside one CTA (per-row causal / window limits), with both CTA heights: max_q_len * group
+// <= 16 (16-row CTAs) and above (64-row CTAs); a sequence longer than one 64-row tile.
+TEST(CudaPagedAttention, GenericSmallQLenAndMixed) {
+  LOOM_REQUIRE_GPU();
+  LOOM_SEEDED_RNG(rng);
+  struct Variant {
+    int32_t ratio;
+    std::vector<int32_t> q_lens;
+  };
+  const std::vector<Variant> variants = {
+      {1, {16, 3, 1, 9}}, {4, {4, 2, 1, 3}}, {7, {2, 1, 2}}, {3, {1, 40, 1, 7, 0, 1}}, {1, {150, 1, 65, 64}}};
+  int idx = 0;
+  for (const auto& v : variants)
+    for (int32_t head_dim : kGenericDims) {
+      ++idx;
+      std::vector<SeqSpec> seqs;
+      for (int32_t q : v.q_lens) seqs.push_back({q, q + static_cast<int32_t>(uniform_int(rng, 0, 700))});
+      const bool causal = idx % 3 != 2;
+      const int32_t window = idx % 2 ? 0 : static_cast<int32_t>(uniform_int(rng, 1, 90));
+      const Problem p = make_problem(rng, seqs, 2 * v.ratio, 2, head_dim, idx % 2 ? 16 : 1,
+                                     idx % 4 == 0 ? DType::kF16 : DType::kBF16, causal, window, 4.0f);
+      SCOPED_TRACE(p.describe());
+      check(p, reference_output(p));
+    }
+}
+
 // Large GQA groups: 9 and 16 fill one 16-row decode chunk, 24 needs two (16 + 8); decode
 // batches and a mixed batch (prefill kernel).
 TEST(CudaPagedAttention, LargeGroups) {
@@ -220,8 +338,7 @@ TEST(CudaPagedAttention, LargeKvBoundGivesSameResult) {
 // Captures one decode step in a CUDA graph with max_kv_len_bound = 8192, then rewrites
 // kv_lens / block_table / q / caches in place (longer contexts, other blocks) and replays:
 // the replay must match the reference for the new contents.
-TEST(CudaPagedAttention, GraphReplayWithNewLengths) {
-  LOOM_REQUIRE_GPU();
+void graph_replay(int32_t head_dim) {
   LOOM_SEEDED_RNG(rng);
   constexpr int32_t kSeqs = 6, kBound = 8192;
   std::vector<SeqSpec> first, second;
@@ -230,11 +347,11 @@ TEST(CudaPagedAttention, GraphReplayWithNewLengths) {
     second.push_back({1, static_cast<int32_t>(uniform_int(rng, 1000, kBound))});
   }
   // Same shapes for both steps: the second problem decides the cache size and table width.
-  Problem p2 = make_problem(rng, second, 28, 4, 128, 16, DType::kBF16, true, 0, 4.0f);
+  Problem p2 = make_problem(rng, second, 28, 4, head_dim, 16, DType::kBF16, true, 0, 4.0f);
   int32_t first_blocks = 0;
   for (const auto& s : first) first_blocks += (s.kv_len + 15) / 16;
-  Problem p1 =
-      make_problem(rng, first, 28, 4, 128, 16, DType::kBF16, true, 0, 4.0f, p2.num_blocks - first_blocks);
+  Problem p1 = make_problem(rng, first, 28, 4, head_dim, 16, DType::kBF16, true, 0, 4.0f,
+                            p2.num_blocks - first_blocks);
   ASSERT_EQ(p1.num_tokens(), p2.num_tokens());
   // Give p1 p2's table width and cache size so the device buffers can be reused.
   {
@@ -291,6 +408,15 @@ TEST(CudaPagedAttention, GraphReplayWithNewLengths) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+TEST(CudaPagedAttention, GraphReplayWithNewLengths) {
+  LOOM_REQUIRE_GPU();
+  graph_replay(128);
+}
+TEST(CudaPagedAttention, GenericGraphReplayWithNewLengths) {
+  LOOM_REQUIRE_GPU();
+  graph_replay(72);
 }
 
 // Batches large enough that neither kernel splits the context (workspace 0): the kernels
@@ -357,8 +483,15 @@ TEST(CudaPagedAttention, InvalidDescriptorsReturnStatus) {
     return paged_attention(x, buf, buf, buf, buf, nullptr, nullptr);
   };
   PagedAttentionDesc x = d;
-  x.head_dim = 96;
-  EXPECT_EQ(status_of(x).code(), core::StatusCode::kUnsupported);
+  for (int32_t bad : {0, 4, 100, 140, 264, 512}) {  // not a multiple of 8 in [8, 256]
+    x.head_dim = bad;
+    EXPECT_EQ(status_of(x).code(), core::StatusCode::kUnsupported) << "head_dim " << bad;
+    EXPECT_EQ(paged_attention_workspace_bytes(x), 0u);
+  }
+  x = d;
+  x.head_dim = 72;  // the fallback never needs a workspace, whatever the kv bound
+  x.max_kv_len_bound = 1 << 20;
+  EXPECT_EQ(paged_attention_workspace_bytes(x), 0u);
   x = d;
   x.dtype = DType::kF32;
   EXPECT_EQ(status_of(x).code(), core::StatusCode::kUnsupported);

@@ -208,6 +208,60 @@ TEST(Q3vlVisionLayout, HandComputedTaps) {
   EXPECT_EQ(layout->num_units, 1);
 }
 
+// The separable form the tower applies (per-axis weight matrices, raster tables per distinct grid
+// size, pos_row into them) equals the four-tap form checked against transformers above: for every
+// patch, the outer product of its row's and column's axis weights puts the same weight on the same
+// table entries as pos_index / pos_weight (f32 products of the same f32 factors: exact).
+TEST(Q3vlVisionLayout, SeparableFormEqualsTaps) {
+  const VisionConfig c = fixture_config();
+  const int64_t side = c.num_grid_per_side(), stride = 8;
+  for (const std::string& name : case_names()) {
+    auto layout = make_vision_layout(c, case_grids(name));
+    ASSERT_TRUE(layout.ok());
+    // Expand each distinct grid's raster table rows into dense [side*side] weight rows.
+    std::vector<std::vector<float>> rows;
+    for (const auto& [h, w] : layout->pos_grids) {
+      std::vector<float> wh(h * stride), ww(w * stride);
+      loom::models::qwen3_vl::axis_interpolation(h, side, stride, wh.data());
+      loom::models::qwen3_vl::axis_interpolation(w, side, stride, ww.data());
+      for (int64_t r = 0; r < h; ++r) {
+        for (int64_t q = 0; q < w; ++q) {
+          std::vector<float> dense(side * side, 0.0f);
+          for (int64_t i = 0; i < stride; ++i) {
+            for (int64_t j = 0; j < stride; ++j) {
+              const float wt = wh[r * stride + i] * ww[q * stride + j];
+              if (i >= side || j >= side) {
+                ASSERT_EQ(wt, 0.0f) << "padding column carries weight";
+                continue;
+              }
+              dense[i * side + j] += wt;
+            }
+          }
+          rows.push_back(std::move(dense));
+        }
+      }
+    }
+    ASSERT_EQ(static_cast<int64_t>(layout->pos_row.size()), layout->num_patches);
+    for (int64_t p = 0; p < layout->num_patches; ++p) {
+      const int32_t row = layout->pos_row[p];
+      ASSERT_TRUE(row >= 0 && row < static_cast<int32_t>(rows.size())) << name << " patch " << p;
+      std::vector<float> taps(side * side, 0.0f);
+      for (int k = 0; k < kPosTaps; ++k)
+        taps[layout->pos_index[p * kPosTaps + k]] += layout->pos_weight[p * kPosTaps + k];
+      for (int64_t e = 0; e < side * side; ++e)
+        ASSERT_EQ(rows[row][e], taps[e]) << name << " patch " << p << " table entry " << e;
+    }
+  }
+  // Grids of one size share one table: two 6x8 images and a 2-frame 4x4 video -> two tables.
+  auto shared = make_vision_layout(c, Grids{{1, 6, 8}, {2, 4, 4}, {1, 6, 8}});
+  ASSERT_TRUE(shared.ok());
+  EXPECT_EQ(shared->pos_grids, (std::vector<std::array<int64_t, 2>>{{6, 8}, {4, 4}}));
+  EXPECT_EQ(shared->pos_row[0], 0);
+  EXPECT_EQ(shared->pos_row[48], 48);       // the video's first patch: table 2 row 0
+  EXPECT_EQ(shared->pos_row[48 + 16], 48);  // its second frame reads the same rows
+  EXPECT_EQ(shared->pos_row[48 + 32], 0);   // the second 6x8 image reuses table 1
+}
+
 struct BackendCase {
   const char* name;
   std::unique_ptr<loom::ops::Ops> (*make)();
@@ -225,10 +279,11 @@ class Q3vlVisionGolden : public ::testing::TestWithParam<BackendCase> {};
 // Tolerance, per stage and on the results: rel L2 < 1e-5 and max abs < 1e-4 * max(1, RMS of the
 // reference tensor). f32 against transformers f32 (eager attention); the only differences are
 // summation orders (Conv3d vs GEMM, attention, LayerNorm statistics) and libm ulps of cos/sin/erf/
-// tanh. The position embeddings are computed op for op as transformers (their taps and weights are
-// checked bit for bit above). A wrong interpolation tap, rope frequency, segment, norm placement
-// or GELU variant gives errors of order 1e-4..1 (see GoldensRejectNearVariants). Measured on both
-// backends: rel L2 <= 1.0e-6 and max abs <= 1.2e-5 (blk.2 at RMS 3) on every stage.
+// tanh. The position embeddings use transformers' taps and weights (checked bit for bit above) in
+// separable form (two GEMMs, a few ulp of rounding-order difference). A wrong interpolation tap,
+// rope frequency, segment, norm placement or GELU variant gives errors of order 1e-4..1 (see
+// GoldensRejectNearVariants). Measured on both backends: rel L2 <= 1.1e-6 and max abs <= 1.3e-5
+// (blk.2 at RMS 3) on every stage.
 TEST_P(Q3vlVisionGolden, MatchesTransformers) {
   auto ops = GetParam().make();
   auto ckpt = Checkpoint::open(kDir);

@@ -90,20 +90,39 @@ core::Expected<VisionLayout> make_vision_layout(const VisionConfig& c,
       l.cu_seqlens.push_back(l.cu_seqlens.back() + static_cast<int32_t>(h * w));
     }
   }
+
+  // Separable interpolation tables: one per distinct (h, w); patches index their rows.
+  l.pos_row.reserve(total);
+  std::vector<int64_t> table_offset;
+  for (const auto& [t, h, w] : grids) {
+    size_t g = 0;
+    while (g < l.pos_grids.size() && (l.pos_grids[g][0] != h || l.pos_grids[g][1] != w)) ++g;
+    if (g == l.pos_grids.size()) {
+      table_offset.push_back(
+          table_offset.empty() ? 0 : table_offset.back() + l.pos_grids.back()[0] * l.pos_grids.back()[1]);
+      l.pos_grids.push_back({h, w});
+    }
+    const int64_t base = table_offset[g];
+    for (int64_t f = 0; f < t; ++f) {
+      for (int64_t bh = 0; bh < h / m; ++bh) {
+        for (int64_t bw = 0; bw < w / m; ++bw) {
+          for (int64_t ih = 0; ih < m; ++ih) {
+            for (int64_t iw = 0; iw < m; ++iw) {
+              l.pos_row.push_back(static_cast<int32_t>(base + (bh * m + ih) * w + bw * m + iw));
+            }
+          }
+        }
+      }
+    }
+  }
   return l;
 }
 
-// Separate f32 multiply and add, as torch's mul then sum kernels: loom_models is built for baseline
-// x86-64 (only the CPU backend gets -march=native), so no FMA contraction changes the rounding.
-void interpolate_pos_embed(const VisionLayout& layout, const float* table, int64_t hidden, float* pos) {
-  for (int64_t p = 0; p < layout.num_patches; ++p) {
-    float* out = pos + p * hidden;
-    std::fill(out, out + hidden, 0.0f);
-    for (int k = 0; k < kPosTaps; ++k) {
-      const float* row = table + int64_t{layout.pos_index[p * kPosTaps + k]} * hidden;
-      const float wgt = layout.pos_weight[p * kPosTaps + k];
-      for (int64_t i = 0; i < hidden; ++i) out[i] += row[i] * wgt;
-    }
+void axis_interpolation(int64_t size, int64_t side, int64_t stride, float* out) {
+  std::fill(out, out + size * stride, 0.0f);
+  for (int64_t i = 0; i < size; ++i) {
+    const AxisTaps a = axis_taps(i, size, side);
+    for (int o = 0; o < 2; ++o) out[i * stride + a.tap[o]] += a.weight[o];
   }
 }
 

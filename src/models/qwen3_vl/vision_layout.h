@@ -1,7 +1,8 @@
 // Token layout of the Qwen3-VL vision tower for a batch of grids: transformers 5.24's
 // get_vision_position_ids, get_vision_attention_seqlens and
 // get_vision_interpolation_indices_and_weights (bilinear, align_corners=True, border padding),
-// computed on the host.
+// computed on the host, plus the separable form of that interpolation the tower applies on the
+// device (two small GEMMs per distinct grid size, then a row gather; see axis_interpolation).
 //
 // Patches arrive in the processor's order: per image/video, per frame t, merge blocks (bh, bw)
 // row-major, then the merge_size x merge_size patches of a block row-major. Unlike Qwen2.5-VL there
@@ -35,6 +36,12 @@ struct VisionLayout {
   // Position-embedding interpolation ([num_patches * kPosTaps] each).
   std::vector<int32_t> pos_index;
   std::vector<float> pos_weight;
+  // The same interpolation, separable: the distinct (h, w) of the grids in first-seen order (frames
+  // and images of one size share their interpolated table), and for each patch the row of its
+  // value in those tables stacked in that order, each raster-ordered [h * w, hidden]:
+  // pos_row[p] = offset of the grid's table + row * w + column ([num_patches]).
+  std::vector<std::array<int64_t, 2>> pos_grids;
+  std::vector<int32_t> pos_row;
 };
 
 // InvalidArgument for no grids, a non-positive grid entry, h/w not divisible by
@@ -42,9 +49,11 @@ struct VisionLayout {
 core::Expected<VisionLayout> make_vision_layout(const VisionConfig& config,
                                                 std::span<const std::array<int64_t, 3>> grids);
 
-// pos [num_patches, hidden] = sum_k table[pos_index[p, k]] * pos_weight[p, k], summed in tap order
-// in f32 from 0 (as transformers' (pos_embed(idx) * w[..., None]).sum(1) does): bit-exact.
-// table: [side*side or more, hidden] f32 rows.
-void interpolate_pos_embed(const VisionLayout& layout, const float* table, int64_t hidden, float* pos);
+// The bilinear weights of one axis as a dense matrix: out[i * stride + s] (i < size, s < stride) is
+// the weight of table row/column s for output index i: the two taps' f32 weights of
+// pos_index/pos_weight (added where the border clamp makes both taps the same index), 0 elsewhere
+// and in the padding columns [side, stride). Row r of a grid then reads
+// sum_{s, s'} H[r, s] * W[c, s'] * table[s * side + s'], which equals the four-tap sum.
+void axis_interpolation(int64_t size, int64_t side, int64_t stride, float* out);
 
 }  // namespace loom::models::qwen3_vl

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string_view>
 
+#include "core/check.h"
+#include "core/dtype.h"
 #include "models/qwen3_vl/vision_layout.h"
 
 namespace loom::models::qwen3_vl {
@@ -16,6 +17,19 @@ using core::Tensor;
 
 // transformers hard-codes eps 1e-6 for every LayerNorm of the vision tower (norm1, norm2, mergers).
 constexpr float kNormEps = 1e-6f;
+
+// A host f32 tensor rounded to `dtype` (f32: itself), RNE as torch's .to(dtype).
+Tensor host_as(const Tensor& f32, DType dtype) {
+  if (dtype == DType::kF32) return f32;
+  LOOM_CHECK(dtype == DType::kBF16 || dtype == DType::kF16)
+      << "unsupported activation dtype " << core::dtype_name(dtype);
+  Tensor out = Tensor::empty(f32.shape(), dtype);
+  const float* src = f32.data_as<float>();
+  auto* dst = out.data_as<uint16_t>();
+  for (int64_t i = 0; i < f32.numel(); ++i)
+    dst[i] = dtype == DType::kBF16 ? core::f32_to_bf16(src[i]) : core::f32_to_f16(src[i]);
+  return out;
+}
 
 // Bidirectional attention over segments [cu[s], cu[s+1]) of a block_size-1 paged cache whose
 // block b holds token b: sequence s reads blocks cu[s] .. cu[s+1]-1.
@@ -79,10 +93,6 @@ core::Expected<Qwen3VisionTower::Merger> Qwen3VisionTower::load_merger(const Vis
 core::Expected<std::unique_ptr<Qwen3VisionTower>> Qwen3VisionTower::load(const VisionConfig& config,
                                                                          const Checkpoint& ckpt,
                                                                          ops::Ops& ops) {
-  if (ops.empty({1}, DType::kF32).device() != core::Device::kCpu) {
-    return core::unsupported(
-        std::string("the Qwen3-VL vision tower runs on host-memory backends only, not ") + ops.name());
-  }
   std::unique_ptr<Qwen3VisionTower> tower(new Qwen3VisionTower(config, ops));
   for (const char* prefix : {"model.visual.", "visual."}) {
     if (ckpt.has(std::string(prefix) + "patch_embed.proj.weight")) {
@@ -112,8 +122,21 @@ core::Expected<std::unique_ptr<Qwen3VisionTower>> Qwen3VisionTower::load(const V
   tower->patch_b_ = ops.upload_weight(patch_b);
 
   LOOM_ASSIGN_OR_RETURN(Tensor pos, get("pos_embed.weight", {config.num_position_embeddings, hidden}));
-  const Tensor pos_f32 = pos.to_f32();
-  tower->pos_table_.assign(pos_f32.data_as<float>(), pos_f32.data_as<float>() + pos_f32.numel());
+  {
+    // The first side*side rows (transformers' grid) re-laid as the weight of the first interpolation
+    // GEMM: E'[c*K + i, j] = E[i*side + j, c], zero where i or j >= side (see the header).
+    const Tensor e = pos.to_f32();
+    const int64_t side = config.num_grid_per_side(), kp = (side + 7) / 8 * 8;
+    Tensor t = Tensor::zeros({hidden * kp, kp}, DType::kF32);
+    for (int64_t i = 0; i < side; ++i) {
+      for (int64_t j = 0; j < side; ++j) {
+        const float* row = e.data_as<float>() + (i * side + j) * hidden;
+        for (int64_t c = 0; c < hidden; ++c) t.data_as<float>()[(c * kp + i) * kp + j] = row[c];
+      }
+    }
+    tower->pos_k_ = kp;
+    tower->pos_table_ = ops.upload_weight(t);
+  }
 
   for (int64_t i = 0; i < config.depth; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".";
@@ -134,8 +157,13 @@ core::Expected<std::unique_ptr<Qwen3VisionTower>> Qwen3VisionTower::load(const V
     blk.norm1_b = ops.upload(n1b);
     blk.norm2_w = ops.upload(n2w);
     blk.norm2_b = ops.upload(n2b);
-    blk.qkv_w = ops.upload_weight(qkv_w);
-    blk.qkv_b = ops.upload_weight(qkv_b);
+    // Rows [0, hidden) are q, [hidden, 2*hidden) k, the rest v (contiguous row blocks).
+    blk.q_w = ops.upload_weight(qkv_w.slice_rows(0, hidden));
+    blk.k_w = ops.upload_weight(qkv_w.slice_rows(hidden, 2 * hidden));
+    blk.v_w = ops.upload_weight(qkv_w.slice_rows(2 * hidden, 3 * hidden));
+    blk.q_b = ops.upload_weight(qkv_b.slice_rows(0, hidden));
+    blk.k_b = ops.upload_weight(qkv_b.slice_rows(hidden, 2 * hidden));
+    blk.v_b = ops.upload_weight(qkv_b.slice_rows(2 * hidden, 3 * hidden));
     blk.proj_w = ops.upload_weight(proj_w);
     blk.proj_b = ops.upload_weight(proj_b);
     blk.fc1_w = ops.upload_weight(fc1_w);
@@ -164,25 +192,66 @@ core::Expected<std::unique_ptr<Qwen3VisionTower>> Qwen3VisionTower::load(const V
   return tower;
 }
 
-Tensor Qwen3VisionTower::run_merger(const Merger& m, const Tensor& x) {
+void Qwen3VisionTower::run_merger(const Merger& m, const Tensor& x, Tensor& out) {
   const int64_t n = x.dim(0), hidden = config_.hidden_size;
   const int64_t units = n / config_.merge_unit(), merged = hidden * config_.merge_unit();
+  const DType act = ops_.activation_dtype();
   // Each unit's merge^2 consecutive rows side by side: [N, hidden] viewed [units, merge^2 * hidden].
   Tensor normed;
   if (m.postshuffle) {
-    normed = ops_.empty({units, merged}, DType::kF32);
+    normed = ops_.empty({units, merged}, act);
     ops_.layer_norm(x.reshape({units, merged}), m.norm_w, m.norm_b, kNormEps, normed);
   } else {
-    normed = ops_.empty({n, hidden}, DType::kF32);
+    normed = ops_.empty({n, hidden}, act);
     ops_.layer_norm(x, m.norm_w, m.norm_b, kNormEps, normed);
     normed = normed.reshape({units, merged});
   }
-  Tensor h = ops_.empty({units, merged}, DType::kF32);
+  Tensor h = ops_.empty({units, merged}, act);
   ops_.linear(normed, m.fc1_w, m.fc1_b, h);
   ops_.gelu(h, h, /*tanh_approx=*/false);  // nn.GELU(): exact erf form
-  Tensor out = ops_.empty({units, config_.out_hidden_size}, DType::kF32);
   ops_.linear(h, m.fc2_w, m.fc2_b, out);
-  return out;
+}
+
+void Qwen3VisionTower::add_pos_embed(const VisionLayout& layout, Tensor& x) {
+  const int64_t hidden = config_.hidden_size, side = config_.num_grid_per_side(), kp = pos_k_;
+  const DType act = ops_.activation_dtype();
+  // Per-axis weight matrices of the distinct grid sizes: W_all [sum w, K] (columns), H_all [sum h, K].
+  int64_t sum_w = 0, sum_h = 0, sum_hw = 0;
+  for (const auto& [h, w] : layout.pos_grids) {
+    sum_h += h;
+    sum_w += w;
+    sum_hw += h * w;
+  }
+  Tensor w_all = Tensor::empty({sum_w, kp}, DType::kF32), h_all = Tensor::empty({sum_h, kp}, DType::kF32);
+  {
+    int64_t ro = 0, co = 0;
+    for (const auto& [h, w] : layout.pos_grids) {
+      axis_interpolation(h, side, kp, h_all.data_as<float>() + ro * kp);
+      axis_interpolation(w, side, kp, w_all.data_as<float>() + co * kp);
+      ro += h;
+      co += w;
+    }
+  }
+  const Tensor w_dev = ops_.upload_scratch(host_as(w_all, act));
+  const Tensor h_dev = ops_.upload_scratch(host_as(h_all, act));
+  // Y[q, c*K + i] = sum_j W[q, j] E[i, j, c]: the table resampled along columns, for every table row i.
+  Tensor y = ops_.empty({sum_w, hidden * kp}, act);
+  ops_.linear(w_dev, pos_table_, Tensor(), y);
+  // Per grid: Z[r, q*hidden + c] = sum_i H[r, i] Y[q, c*K + i]: rows resampled too, raster order.
+  Tensor z = ops_.empty({sum_hw, hidden}, act);
+  int64_t ro = 0, co = 0, zo = 0;
+  for (const auto& [h, w] : layout.pos_grids) {
+    const Tensor yg = y.slice_rows(co, co + w).reshape({w * hidden, kp});
+    Tensor zg = z.slice_rows(zo, zo + h * w).reshape({h, w * hidden});
+    ops_.linear(h_dev.slice_rows(ro, ro + h), yg, Tensor(), zg);
+    ro += h;
+    co += w;
+    zo += h * w;
+  }
+  // Raster rows -> processor order, once per frame.
+  Tensor pos = ops_.empty({layout.num_patches, hidden}, act);
+  ops_.embedding(z, layout.pos_row, pos);
+  ops_.add_inplace(x, pos);
 }
 
 core::Expected<VisionOutput> Qwen3VisionTower::forward(const Tensor& pixel_values,
@@ -202,71 +271,80 @@ core::Expected<VisionOutput> Qwen3VisionTower::forward(const Tensor& pixel_value
                                   "]");
   }
   const int64_t n = layout.num_patches, hidden = c.hidden_size, heads = c.num_heads, hd = c.head_dim();
-  const int64_t inter = c.intermediate_size;
+  const int64_t inter = c.intermediate_size, units = layout.num_units;
+  const DType act_dtype = ops_.activation_dtype();
   const bool dumping = dump != nullptr && *dump;
   auto emit = [&](std::string_view name, const Tensor& t) {
-    if (dumping) (*dump)(name, t);
+    if (dumping) (*dump)(name, ops_.to_host(t));
   };
 
-  // Index arrays: rope rows and KV slots (token t uses table row t / block t), frame segments.
+  // Index arrays: rope rows and KV slots (token t uses table row t / block t), frame segments, and
+  // the rows of the interpolated position tables.
   std::vector<int32_t> rows(n);
   for (int64_t i = 0; i < n; ++i) rows[i] = static_cast<int32_t>(i);
   const SegmentAttention frames(layout.cu_seqlens);
-  ops_.prepare_indices({rows, frames.q_indptr, frames.kv_lens, frames.block_table});
+  ops_.prepare_indices({rows, frames.q_indptr, frames.kv_lens, frames.block_table, layout.pos_row});
 
   // patch_embed: [N, C*T*P*P] @ [hidden, C*T*P*P]^T + bias -> [N, hidden].
-  Tensor x = ops_.empty({n, hidden}, DType::kF32);
-  ops_.linear(pixel_values, patch_w_, patch_b_, x);
+  const Tensor px = ops_.upload_scratch(host_as(pixel_values, act_dtype));
+  Tensor x = ops_.empty({n, hidden}, act_dtype);
+  ops_.linear(px, patch_w_, patch_b_, x);
   emit("vision.patch_embed", x);
-  // x += interpolated position embeddings (host table, f32 as transformers).
-  Tensor pos = Tensor::empty({n, hidden}, DType::kF32);
-  interpolate_pos_embed(layout, pos_table_.data(), hidden, pos.data_as<float>());
-  ops_.add_inplace(x, ops_.upload(pos));
+  add_pos_embed(layout, x);
   emit("vision.embed", x);
 
   // Per-token rope tables [N, hd/2]: angles h*inv_freq then w*inv_freq (f32 products, as transformers).
   const int64_t quarter = hd / 4, half = hd / 2;
-  Tensor cos_t = Tensor::empty({n, half}, DType::kF32), sin_t = Tensor::empty({n, half}, DType::kF32);
+  Tensor cos_h = Tensor::empty({n, half}, DType::kF32), sin_h = Tensor::empty({n, half}, DType::kF32);
   for (int64_t t = 0; t < n; ++t) {
     for (int64_t i = 0; i < half; ++i) {
       const float p = static_cast<float>(i < quarter ? layout.pos_h[t] : layout.pos_w[t]);
       const float angle = p * inv_freq_[i % quarter];
-      cos_t.data_as<float>()[t * half + i] = std::cos(angle);
-      sin_t.data_as<float>()[t * half + i] = std::sin(angle);
+      cos_h.data_as<float>()[t * half + i] = std::cos(angle);
+      sin_h.data_as<float>()[t * half + i] = std::sin(angle);
     }
   }
-  cos_t = ops_.upload(cos_t);
-  sin_t = ops_.upload(sin_t);
+  const Tensor cos_t = ops_.upload_scratch(cos_h), sin_t = ops_.upload_scratch(sin_h);
   ops::RopeParams rope;
   rope.rotary_dim = static_cast<int32_t>(hd);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const ops::PagedAttentionParams attn_params = frames.params(scale);
 
-  Tensor h = ops_.empty({n, hidden}, DType::kF32);
-  Tensor qkv = ops_.empty({n, 3 * hidden}, DType::kF32);
-  Tensor q = ops_.empty({n, heads, hd}, DType::kF32);
-  Tensor k = ops_.empty({n, heads, hd}, DType::kF32);
-  Tensor v = ops_.empty({n, heads, hd}, DType::kF32);
+  Tensor h = ops_.empty({n, hidden}, act_dtype);
+  // q, k, v, attn: [N, heads, hd]
+  Tensor q = ops_.empty({n, heads, hd}, act_dtype);
+  Tensor k = ops_.empty({n, heads, hd}, act_dtype);
+  Tensor v = ops_.empty({n, heads, hd}, act_dtype);
   // Paged caches with block_size 1: [N blocks, 1, heads, hd]; block b holds token b.
-  Tensor k_cache = ops_.empty({n, 1, heads, hd}, DType::kF32);
-  Tensor v_cache = ops_.empty({n, 1, heads, hd}, DType::kF32);
-  Tensor attn = ops_.empty({n, heads, hd}, DType::kF32);
-  Tensor proj = ops_.empty({n, hidden}, DType::kF32);
-  Tensor act = ops_.empty({n, inter}, DType::kF32);
-  Tensor mlp = ops_.empty({n, hidden}, DType::kF32);
+  Tensor k_cache = ops_.empty({n, 1, heads, hd}, act_dtype);
+  Tensor v_cache = ops_.empty({n, 1, heads, hd}, act_dtype);
+  Tensor attn = ops_.empty({n, heads, hd}, act_dtype);
+  Tensor proj = ops_.empty({n, hidden}, act_dtype);
+  Tensor act = ops_.empty({n, inter}, act_dtype);
+  Tensor mlp = ops_.empty({n, hidden}, act_dtype);
+  Tensor q2 = q.reshape({n, hidden}), k2 = k.reshape({n, hidden}), v2 = v.reshape({n, hidden});
+
+  // Outputs: fresh host tensors on host backends; on device backends rows of the persistent buffer
+  // (merger output first, then one block of rows per deepstack merger), see the header.
+  const int64_t outputs = 1 + static_cast<int64_t>(deepstack_.size());
+  const bool host = x.device() == core::Device::kCpu;
+  if (!host && (!out_buf_.defined() || out_buf_.dim(0) < outputs * units)) {
+    const int64_t cap = std::max<int64_t>(units, out_buf_.defined() ? 2 * (out_buf_.dim(0) / outputs) : 0);
+    out_buf_ = ops_.alloc({outputs * cap, c.out_hidden_size}, act_dtype);
+  }
+  auto output = [&](int64_t slot) {
+    if (host) return ops_.alloc({units, c.out_hidden_size}, act_dtype);
+    const int64_t cap = out_buf_.dim(0) / outputs;
+    return out_buf_.slice_rows(slot * cap, slot * cap + units);
+  };
 
   VisionOutput out;
   for (int64_t b = 0; b < c.depth; ++b) {
     const Block& blk = blocks_[b];
     ops_.layer_norm(x, blk.norm1_w, blk.norm1_b, kNormEps, h);
-    ops_.linear(h, blk.qkv_w, blk.qkv_b, qkv);
-    // qkv rows are [3, heads, hd]: split into contiguous q, k, v [N, heads, hd].
-    for (int64_t t = 0; t < n; ++t) {
-      const float* src = qkv.data_as<float>() + t * 3 * hidden;
-      std::memcpy(q.data_as<float>() + t * hidden, src, hidden * sizeof(float));
-      std::memcpy(k.data_as<float>() + t * hidden, src + hidden, hidden * sizeof(float));
-      std::memcpy(v.data_as<float>() + t * hidden, src + 2 * hidden, hidden * sizeof(float));
-    }
+    ops_.linear(h, blk.q_w, blk.q_b, q2);
+    ops_.linear(h, blk.k_w, blk.k_b, k2);
+    ops_.linear(h, blk.v_w, blk.v_b, v2);
     ops_.rope(q, rows, cos_t, sin_t, rope);
     ops_.rope(k, rows, cos_t, sin_t, rope);
     ops_.write_kv(k, v, rows, k_cache, v_cache);
@@ -280,14 +358,16 @@ core::Expected<VisionOutput> Qwen3VisionTower::forward(const Tensor& pixel_value
     ops_.add_inplace(x, mlp);
     if (dumping) emit("vision.blk." + std::to_string(b) + ".out", x);
     if (const int64_t slot = c.deepstack_slot(b); slot >= 0) {
-      Tensor feat = run_merger(deepstack_[slot], x);
+      Tensor feat = output(1 + static_cast<int64_t>(out.deepstack.size()));
+      run_merger(deepstack_[slot], x, feat);
       // Named by output position, as transformers' deepstack_features list.
       if (dumping) emit("vision.deepstack." + std::to_string(out.deepstack.size()), feat);
       out.deepstack.push_back(std::move(feat));
     }
   }
 
-  out.embeds = run_merger(merger_, x);
+  out.embeds = output(0);
+  run_merger(merger_, x, out.embeds);
   emit("vision.merger", out.embeds);
   return out;
 }

@@ -23,6 +23,14 @@ constexpr int kThreads = 128;
 // (grid.y), each re-reading the kv head's keys.
 constexpr int kDecodeRows = 16;
 constexpr float kLog2e = 1.4426950408889634f;
+// The CUDA-core fallback (generic_kernel.cu) for head dims without a tensor-core kernel:
+// multiples of 8 in [kGenericMinHeadDim, kGenericMaxHeadDim]; 8 packed rows per warp, CTAs of
+// kGenericNarrowRows (decode-like batches) or kGenericWideRows rows.
+constexpr int kGenericMinHeadDim = 8;
+constexpr int kGenericMaxHeadDim = 256;
+constexpr int kGenericRowsPerWarp = 8;
+constexpr int kGenericNarrowRows = 16;
+constexpr int kGenericWideRows = 64;
 
 // Everything a kernel needs, passed by value. Indices that can exceed 2^31 are computed in
 // int64 inside the kernels.
@@ -278,6 +286,13 @@ cudaError_t launch_decode(const KernelArgs& a, bool bf16, int head_dim, cudaStre
 cudaError_t launch_prefill(const KernelArgs& a, bool bf16, int head_dim, int row_tiles, cudaStream_t stream);
 // One warp per (token, q head): merges the valid splits into out.
 cudaError_t launch_combine(const KernelArgs& a, bool bf16, int head_dim, cudaStream_t stream);
+
+// grid (row_tiles, kv_heads, num_seqs), CTAs of kGenericWideRows (wide) or kGenericNarrowRows
+// packed rows; never splits the context (writes out directly, no workspace).
+cudaError_t launch_generic(const KernelArgs& a, bool bf16, int head_dim, bool wide, int row_tiles,
+                           cudaStream_t stream);
+// Dynamic shared memory of the generic kernel for this head_dim and tile height.
+size_t generic_smem_bytes(int head_dim, bool wide);
 
 // Dynamic shared memory of the decode kernel for this head_dim (0 if unsupported).
 size_t decode_smem_bytes(int head_dim);

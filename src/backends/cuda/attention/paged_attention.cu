@@ -1,5 +1,6 @@
 // Host side of paged attention: descriptor validation, the launch plan (kernel choice,
-// context splits, workspace), and dispatch to the decode / prefill / combine kernels.
+// context splits, workspace), and dispatch to the decode / prefill / combine kernels (head_dim
+// 64, 80, 128) or the CUDA-core fallback (any other multiple of 8 in [8, 256]).
 #include "backends/cuda/attention/paged_attention.h"
 
 #include <algorithm>
@@ -35,10 +36,12 @@ constexpr int kMaxGridYZ = 65535;
 constexpr size_t kWorkspaceAlign = 256;
 
 struct Plan {
+  bool generic = false;       // the CUDA-core fallback (head dims without a tensor-core kernel)
+  bool generic_wide = false;  // generic: kGenericWideRows-row CTAs (else kGenericNarrowRows)
   bool decode = false;
   int num_splits = 1;
   int head_chunks = 1;  // decode: 16-row chunks of a sequence's packed rows
-  int row_tiles = 0;    // prefill: 64-row tiles per (sequence, kv head)
+  int row_tiles = 0;    // prefill / generic: row tiles per (sequence, kv head)
 };
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -71,6 +74,12 @@ int smem_per_block_optin() {
   return device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin, 232448);
 }
 
+// Head dims with tensor-core decode / prefill kernels; the others (multiples of 8 in
+// [8, 256]) run on the generic kernel.
+bool specialised_head_dim(int head_dim) {
+  return head_dim == 64 || head_dim == 80 || head_dim == 128;
+}
+
 // Assumes validate() passed. Depends only on host-side fields and two device constants (SM
 // count, shared memory per block).
 Plan make_plan(const PagedAttentionDesc& d) {
@@ -79,6 +88,18 @@ Plan make_plan(const PagedAttentionDesc& d) {
   const int sms = sm_count();
   const int64_t bound = std::max<int64_t>(d.max_kv_len_bound, 1);
   const int64_t packed_rows = int64_t{d.max_q_len} * group;
+  if (!specialised_head_dim(d.head_dim)) {
+    // No split (workspace 0). Tall CTAs amortise each K/V tile over more rows; decode-like
+    // batches (or a device whose per-block shared memory cannot hold the tall tile) use short.
+    p.generic = true;
+    p.generic_wide =
+        packed_rows > attention_detail::kGenericNarrowRows &&
+        attention_detail::generic_smem_bytes(d.head_dim, true) <= static_cast<size_t>(smem_per_block_optin());
+    p.row_tiles =
+        static_cast<int>(ceil_div(packed_rows, p.generic_wide ? attention_detail::kGenericWideRows
+                                                              : attention_detail::kGenericNarrowRows));
+    return p;
+  }
   // The decode kernel's 3-stage pipeline (110 KB at head_dim 128) exceeds sm_89's 99 KB per
   // block; there the prefill kernel (71 KB) serves decode batches too.
   const bool decode_fits =
@@ -112,9 +133,11 @@ core::Status validate(const PagedAttentionDesc& d) {
   if (d.dtype != core::DType::kBF16 && d.dtype != core::DType::kF16)
     return core::unsupported("paged_attention: dtype " + std::string(core::dtype_name(d.dtype)) +
                              " (want bf16 or f16)");
-  if (d.head_dim != 64 && d.head_dim != 80 && d.head_dim != 128)
+  if (!specialised_head_dim(d.head_dim) &&
+      (d.head_dim < attention_detail::kGenericMinHeadDim ||
+       d.head_dim > attention_detail::kGenericMaxHeadDim || d.head_dim % 8 != 0))
     return core::unsupported("paged_attention: head_dim " + std::to_string(d.head_dim) +
-                             " (supported: 64, 80, 128)");
+                             " (supported: multiples of 8 in [8, 256])");
   if (d.num_seqs < 0 || d.num_tokens < 0 || d.max_q_len < 0)
     return core::invalid_argument("paged_attention: negative num_seqs / num_tokens / max_q_len");
   if (d.q_heads <= 0 || d.kv_heads <= 0 || d.q_heads % d.kv_heads != 0)
@@ -140,6 +163,8 @@ core::Status validate(const PagedAttentionDesc& d) {
                                 std::to_string(kMaxGridYZ) + ")");
     if (int64_t{d.kv_heads} * ceil_div(d.q_heads / d.kv_heads, kDecodeRows) > kMaxGridYZ)
       return core::out_of_range("paged_attention: too many kv heads");
+    if (int64_t{d.max_q_len} * (d.q_heads / d.kv_heads) > INT32_MAX)
+      return core::out_of_range("paged_attention: max_q_len x GQA group exceeds 2^31 rows");
   }
   return core::Status::ok_status();
 }
@@ -229,6 +254,11 @@ core::Status paged_attention(const PagedAttentionDesc& desc, const void* q, cons
   a.scale_log2 = desc.scale * attention_detail::kLog2e;
 
   const bool bf16 = desc.dtype == core::DType::kBF16;
+  if (plan.generic) {
+    LOOM_CUDA_TRY(
+        attention_detail::launch_generic(a, bf16, desc.head_dim, plan.generic_wide, plan.row_tiles, stream));
+    return core::Status::ok_status();
+  }
   if (plan.decode)
     LOOM_CUDA_TRY(attention_detail::launch_decode(a, bf16, desc.head_dim, stream));
   else

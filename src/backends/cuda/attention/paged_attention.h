@@ -14,10 +14,12 @@
 //   token t of sequence s lives in block block_table[s * max_blocks_per_seq + t / block_size],
 //   slot t % block_size.
 //
-// Kernels (all on tensor cores, mma.sync m16n8k16): a split-K decode kernel when max_q_len == 1
-// or max_q_len * (q_heads / kv_heads) <= 16, a FlashAttention-2 style prefill kernel otherwise
-// (it also handles the q_len == 1 rows of mixed batches), plus a combine kernel when the
-// context is split. README.md in this folder describes them and the launch plan.
+// Kernels for head_dim 64, 80 and 128 (on tensor cores, mma.sync m16n8k16): a split-K decode
+// kernel when max_q_len == 1 or max_q_len * (q_heads / kv_heads) <= 16, a FlashAttention-2 style
+// prefill kernel otherwise (it also handles the q_len == 1 rows of mixed batches), plus a
+// combine kernel when the context is split. Any other head_dim that is a multiple of 8 in
+// [8, 256] runs on a CUDA-core fallback kernel (f32 math, no split, no workspace). README.md
+// in this folder describes them and the launch plan.
 //
 // CUDA graphs: the launch configuration (grid, number of splits, workspace size) depends only
 // on the host-side fields of the descriptor (counts, max_q_len, max_kv_len_bound) and two
@@ -42,7 +44,7 @@ struct PagedAttentionDesc {
   int32_t num_tokens = 0;  // rows of q / out (= q_indptr[num_seqs])
   int32_t q_heads = 0;
   int32_t kv_heads = 0;  // divides q_heads
-  int32_t head_dim = 0;  // 64, 80 or 128
+  int32_t head_dim = 0;  // a multiple of 8 in [8, 256]; 64, 80, 128 run on tensor cores
   int32_t block_size = 0;
   int32_t max_blocks_per_seq = 0;
   // Host-known maximum over sequences of q_len. A device q_len above it is a caller bug
