@@ -16,12 +16,14 @@
 #if !LOOM_HAVE_VIDEO
 // Built with LOOM_VIDEO=OFF (no ffmpeg libraries, e.g. the device bundle): videos are refused.
 namespace loom::media {
-bool video_supported() { return false; }
+bool video_supported() {
+  return false;
+}
 core::Expected<VideoInfo> probe_video(std::span<const uint8_t>, const VideoLimits&) {
   return core::unsupported("this build of Loom has no video decoding (configured with LOOM_VIDEO=OFF)");
 }
-core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint8_t>, std::span<const int64_t>,
-                                                            const VideoLimits&) {
+core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint8_t>,
+                                                            std::span<const int64_t>, const VideoLimits&) {
   return core::unsupported("this build of Loom has no video decoding (configured with LOOM_VIDEO=OFF)");
 }
 }  // namespace loom::media
@@ -45,7 +47,9 @@ extern "C" {
 
 namespace loom::media {
 
-bool video_supported() { return true; }
+bool video_supported() {
+  return true;
+}
 
 namespace {
 

@@ -7,8 +7,8 @@
 // (outputs are poisoned with NaN first) and finite; values are compared on every element for
 // small problems and on a random subset of 97 columns (plus the first and last) when M*N*K is
 // large, to keep the host reference fast.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "backends/cuda/gemm.h"
