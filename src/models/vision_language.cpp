@@ -1,5 +1,6 @@
 #include "models/vision_language.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace loom::models {
@@ -26,6 +27,39 @@ core::Tensor VisionLanguageModel::to_host_activations(const core::Tensor& t) {
   auto* d = out.data_as<uint16_t>();
   for (int64_t i = 0; i < f.numel(); ++i) d[i] = core::f32_to_bf16(s[i]);
   return out;
+}
+
+core::Status VisionLanguageModel::place_embeddings(const core::Tensor& embeds,
+                                                   const std::vector<core::Tensor>& deepstack, int64_t pieces,
+                                                   Runs& runs, const std::string& where,
+                                                   MultimodalPrompt& out) {
+  core::Tensor emb = to_host_activations(embeds);
+  std::vector<core::Tensor> deep;
+  for (const auto& d : deepstack) deep.push_back(to_host_activations(d));
+  const int64_t hidden = text_config().hidden_size;
+  if (emb.rank() != 2 || emb.dim(1) != hidden || pieces < 1 || emb.dim(0) % pieces != 0)
+    return core::invalid_argument(where + ": the vision tower gives " + core::shape_to_string(emb.shape()) +
+                                  " embeddings for a decoder of width " + std::to_string(hidden));
+  const int64_t rows = emb.dim(0) / pieces;
+  for (int64_t k = 0; k < pieces; ++k) {
+    if (runs.next >= runs.runs.size()) return core::internal_error(where + ": no placeholder run left");
+    const auto [offset, length] = runs.runs[runs.next++];
+    if (length != rows)
+      return core::internal_error(where + ": placeholder run of " + std::to_string(length) + " tokens for " +
+                                  std::to_string(rows) + " embeddings");
+    MultimodalSpan span;
+    span.offset = offset;
+    span.length = length;
+    span.embeds = emb.slice_rows(k * rows, (k + 1) * rows);
+    for (const auto& d : deep) span.deepstack.push_back(d.slice_rows(k * rows, (k + 1) * rows));
+    out.spans.push_back(std::move(span));
+  }
+  return {};
+}
+
+void VisionLanguageModel::sort_spans(MultimodalPrompt& out) {
+  std::sort(out.spans.begin(), out.spans.end(),
+            [](const MultimodalSpan& a, const MultimodalSpan& b) { return a.offset < b.offset; });
 }
 
 std::vector<std::pair<int64_t, int64_t>> VisionLanguageModel::pad_runs(std::span<const int32_t> ids,

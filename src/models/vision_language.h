@@ -55,6 +55,19 @@ class VisionLanguageModel : public CausalLM {
   using FrameSampler = std::function<core::Expected<std::vector<int64_t>>(const media::VideoInfo&)>;
   static core::Expected<Frames> video_frames(const MediaItem& item, const FrameSampler& sample);
 
+  // Placeholder runs of one kind (image or video pad), consumed in order by place_embeddings.
+  struct Runs {
+    std::vector<std::pair<int64_t, int64_t>> runs;  // (offset, length)
+    size_t next = 0;
+  };
+  // Gives one item's encoder output (device tensors; copied to the host in the activation dtype)
+  // to the next `pieces` runs of `runs`, `rows / pieces` rows each (a Qwen3-VL video takes one run
+  // per temporal step), with the matching DeepStack rows. Appends to out.spans.
+  core::Status place_embeddings(const core::Tensor& embeds, const std::vector<core::Tensor>& deepstack,
+                                int64_t pieces, Runs& runs, const std::string& where, MultimodalPrompt& out);
+  // Sorts the spans by offset (items of different kinds were placed kind by kind).
+  static void sort_spans(MultimodalPrompt& out);
+
   std::unique_ptr<CausalLM> decoder_;
 };
 

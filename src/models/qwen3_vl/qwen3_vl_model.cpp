@@ -86,40 +86,16 @@ class Qwen3VLModel final : public VisionLanguageModel {
     // Encoder rows -> spans: an image is one run of pad tokens; a video one run per temporal step
     // (each frame pair sits in its own <t seconds><|vision_start|>...<|vision_end|>).
     const auto t1 = std::chrono::steady_clock::now();
-    auto image_runs = pad_runs(out.token_ids, mrope_.image_token_id);
-    auto video_runs = pad_runs(out.token_ids, mrope_.video_token_id);
-    size_t next_image = 0, next_video = 0;
+    Runs image_runs{pad_runs(out.token_ids, mrope_.image_token_id)};
+    Runs video_runs{pad_runs(out.token_ids, mrope_.video_token_id)};
     for (size_t i = 0; i < items.size(); ++i) {
       const bool image = items[i].kind == MediaItem::Kind::kImage;
       const std::array<int64_t, 3> grid = processed[i].grid_thw;
       LOOM_ASSIGN_OR_RETURN(VisionOutput vo, tower_->forward(processed[i].pixel_values, {&grid, 1}));
-      core::Tensor emb = to_host_activations(vo.embeds);
-      std::vector<core::Tensor> deep;
-      for (const auto& d : vo.deepstack) deep.push_back(to_host_activations(d));
-      const int64_t pieces = image ? 1 : grid[0];
-      const int64_t rows_per = emb.dim(0) / pieces;
-      if (emb.dim(1) != text_config().hidden_size)
-        return core::invalid_argument(items[i].where + ": vision embeddings of width " +
-                                      std::to_string(emb.dim(1)) + " for a decoder of width " +
-                                      std::to_string(text_config().hidden_size));
-      for (int64_t k = 0; k < pieces; ++k) {
-        auto& runs = image ? image_runs : video_runs;
-        size_t& next = image ? next_image : next_video;
-        LOOM_CHECK(next < runs.size()) << "placeholder runs were validated by mrope_positions";
-        const auto [offset, length] = runs[next++];
-        if (length != rows_per)
-          return core::internal_error(items[i].where + ": placeholder run of " + std::to_string(length) +
-                                      " tokens for " + std::to_string(rows_per) + " embeddings");
-        MultimodalSpan span;
-        span.offset = offset;
-        span.length = length;
-        span.embeds = emb.slice_rows(k * rows_per, (k + 1) * rows_per);
-        for (const auto& d : deep) span.deepstack.push_back(d.slice_rows(k * rows_per, (k + 1) * rows_per));
-        out.spans.push_back(std::move(span));
-      }
+      LOOM_RETURN_IF_ERROR(place_embeddings(vo.embeds, vo.deepstack, image ? 1 : grid[0],
+                                            image ? image_runs : video_runs, items[i].where, out));
     }
-    std::sort(out.spans.begin(), out.spans.end(),
-              [](const MultimodalSpan& a, const MultimodalSpan& b) { return a.offset < b.offset; });
+    sort_spans(out);
     out.encode_ms = elapsed_ms(t1);
     return out;
   }

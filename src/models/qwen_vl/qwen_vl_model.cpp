@@ -84,30 +84,16 @@ class Qwen25VLModel final : public VisionLanguageModel {
     out.preprocess_ms = elapsed_ms(t0);
 
     const auto t1 = std::chrono::steady_clock::now();
-    auto image_runs = pad_runs(out.token_ids, mrope_.image_token_id);
-    auto video_runs = pad_runs(out.token_ids, mrope_.video_token_id);
-    size_t next_image = 0, next_video = 0;
+    Runs image_runs{pad_runs(out.token_ids, mrope_.image_token_id)};
+    Runs video_runs{pad_runs(out.token_ids, mrope_.video_token_id)};
     for (size_t i = 0; i < items.size(); ++i) {
-      const bool image = items[i].kind == MediaItem::Kind::kImage;
-      auto& runs = image ? image_runs : video_runs;
-      size_t& next = image ? next_image : next_video;
-      LOOM_CHECK(next < runs.size()) << "placeholder runs were validated by mrope_positions";
-      const auto [offset, length] = runs[next++];
       const std::array<int64_t, 3> grid = processed[i].grid_thw;
       LOOM_ASSIGN_OR_RETURN(core::Tensor emb, tower_->forward(processed[i].pixel_values, {&grid, 1}));
-      MultimodalSpan span;
-      span.offset = offset;
-      span.length = length;
-      span.embeds = to_host_activations(emb);
-      if (span.embeds.dim(0) != length || span.embeds.dim(1) != text_config().hidden_size)
-        return core::invalid_argument(
-            items[i].where + ": the vision tower gives " + std::to_string(span.embeds.dim(0)) + " x " +
-            std::to_string(span.embeds.dim(1)) + " embeddings for " + std::to_string(length) +
-            " tokens of width " + std::to_string(text_config().hidden_size));
-      out.spans.push_back(std::move(span));
+      LOOM_RETURN_IF_ERROR(
+          place_embeddings(emb, {}, 1, items[i].kind == MediaItem::Kind::kImage ? image_runs : video_runs,
+                           items[i].where, out));
     }
-    std::sort(out.spans.begin(), out.spans.end(),
-              [](const MultimodalSpan& a, const MultimodalSpan& b) { return a.offset < b.offset; });
+    sort_spans(out);
     out.encode_ms = elapsed_ms(t1);
     return out;
   }
