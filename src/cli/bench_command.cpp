@@ -3,9 +3,18 @@
 // paged KV, sampler). Prints a table and writes JSON.
 //
 //   loom bench --model DIR --device cuda --prompt-lens 128,1024,8192 --batches 1,64 --context 1024
+//
+// Image TTFT (--image, vision-language models): one chat prompt with one image,
+// timed per repetition after a warm-up: JPEG decode, prepare_multimodal (preprocess and vision
+// tower separately), and the prefill through the engine to the first token.
+//
+//   loom bench --model DIR --device cuda --image photo.jpg --reps 5 --tflops 756
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <memory>
 #include <random>
 #include <set>
 #include <sstream>
@@ -16,7 +25,10 @@
 
 #include "cli/commands.h"
 #include "engine/engine.h"
+#include "media/image.h"
 #include "models/config/model_config.h"
+#include "models/multimodal.h"
+#include "models/qwen_vl/image_processor.h"
 #include "models/registry.h"
 #include "ops/profiling_ops.h"
 #include "server/backend_factory.h"
@@ -39,7 +51,10 @@ struct BenchArgs {
   double bandwidth_gbs = 0;  // measured copy bandwidth for the floor (0: not reported)
   double tflops = 0;         // measured dense GEMM rate for the floor (0: not reported)
   std::string out = "loom_bench.json";
-  bool profile = false;  // per-op host time (with CUDA_LAUNCH_BLOCKING=1 it includes the kernels)
+  bool enforce_eager = false;  // no CUDA graphs
+  bool profile = false;        // per-op host time (with CUDA_LAUNCH_BLOCKING=1 it includes the kernels)
+  std::string image;           // image TTFT mode when set
+  int reps = 5;                // image TTFT mode: timed repetitions
 };
 
 std::vector<int> parse_list(const std::string& s) {
@@ -93,6 +108,7 @@ core::Expected<Harness> make_harness(const BenchArgs& a, const models::ModelConf
   ec.kv_cache_tokens = kv_tokens;
   ec.scheduler.max_num_batched_tokens = budget;
   ec.scheduler.max_num_seqs = 1024;
+  ec.cuda_graphs = !a.enforce_eager;
   h.engine = std::make_unique<engine::Engine>(std::move(model), tok, ec);
   h.text = &h.engine->model().text_config();
   return h;
@@ -119,7 +135,10 @@ engine::SamplingParams greedy(int max_tokens) {
   return p;
 }
 
+int run_image_bench(const BenchArgs& a);
+
 int run_bench(const BenchArgs& a) {
+  if (!a.image.empty()) return run_image_bench(a);
   auto cfg = models::load_model_config(a.model);
   if (!cfg.ok()) return std::fprintf(stderr, "loom: %s\n", cfg.status().to_string().c_str()), 1;
   auto tok = text::Tokenizer::from_file(a.model + "/tokenizer.json");
@@ -229,6 +248,226 @@ int run_bench(const BenchArgs& a) {
   return 0;
 }
 
+// ---- Image TTFT (--image) ----
+
+// The Qwen2.5-VL chat template's rendering of one user turn with one image (the same string as
+// tools/bench/hf_baseline.py's VL_PROMPT, so both sides tokenize the same prompt).
+constexpr const char* kImagePrompt =
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "<|vision_start|><|image_pad|><|vision_end|>Describe this image.<|im_end|>\n<|im_start|>assistant\n";
+
+// Matmul and attention FLOPs (2 per multiply-add) of Qwen2.5-VL's vision tower on one image of
+// grid (t, h, w) patches: patch embed, per block qkv / proj / gated MLP, window attention over
+// window_size / patch_size / merge_size merged units per side (per frame) and full attention per
+// frame in fullatt_block_indexes, then the merger MLP.
+double vision_tower_flops(const nlohmann::json& v, int64_t t, int64_t h, int64_t w) {
+  const double C = v.value("hidden_size", 0), I = v.value("intermediate_size", 0);
+  const double out = v.value("out_hidden_size", 0), depth = v.value("depth", 0);
+  const int64_t P = v.value("patch_size", 14), T = v.value("temporal_patch_size", 2);
+  const int64_t m = v.value("spatial_merge_size", 2), in_ch = v.value("in_channels", 3);
+  const int64_t win = std::max<int64_t>(1, v.value("window_size", 112) / P / m);  // merged units per side
+  std::set<int64_t> full;
+  for (const auto& i : v.value("fullatt_block_indexes", nlohmann::json::array()))
+    full.insert(i.get<int64_t>());
+  const double N = static_cast<double>(t * h * w);
+  // Sum of squared window lengths (patches) per frame.
+  double win_sq = 0;
+  const int64_t mh = h / m, mw = w / m;
+  for (int64_t r = 0; r < mh; r += win)
+    for (int64_t c = 0; c < mw; c += win) {
+      const double len = static_cast<double>(std::min(win, mh - r) * std::min(win, mw - c) * m * m);
+      win_sq += len * len;
+    }
+  const double full_sq = static_cast<double>(h * w) * static_cast<double>(h * w);
+  double f = 2 * N * static_cast<double>(in_ch * T * P * P) * C;
+  for (int64_t b = 0; b < static_cast<int64_t>(depth); ++b) {
+    f += 2 * N * (3 * C * C + C * C + 3 * C * I);
+    f += 4 * C * static_cast<double>(t) * (full.count(b) ? full_sq : win_sq);
+  }
+  const double M = C * m * m, merged = N / (m * m);
+  f += 2 * merged * M * M + 2 * merged * M * out;
+  return f;
+}
+
+struct Samples {
+  std::vector<double> v;
+  double median() const {
+    auto s = v;
+    std::sort(s.begin(), s.end());
+    return s.empty() ? 0 : (s.size() % 2 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]));
+  }
+  double min() const { return v.empty() ? 0 : *std::min_element(v.begin(), v.end()); }
+};
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+int run_image_bench(const BenchArgs& a) {
+  auto fail = [](const core::Status& st) {
+    return std::fprintf(stderr, "loom: %s\n", st.to_string().c_str()), 1;
+  };
+  auto cfg = models::load_model_config(a.model);
+  if (!cfg.ok()) return fail(cfg.status());
+  auto tok = text::Tokenizer::from_file(a.model + "/tokenizer.json");
+  if (!tok.ok()) return fail(tok.status());
+  std::ifstream in(a.image, std::ios::binary);
+  if (!in) return fail(core::not_found("cannot read image '" + a.image + "'"));
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (a.reps < 1) return fail(core::invalid_argument("--reps must be at least 1"));
+
+  server::BackendOptions b;
+  b.device = a.device;
+  b.threads = a.threads;
+  b.gpu_memory_utilization = a.gpu_memory_utilization;
+  b.profile = a.profile;
+  auto ops = server::make_backend(b);
+  if (!ops.ok()) return fail(ops.status());
+  models::LoadOptions load;
+  load.num_threads = a.threads;
+  auto model = models::load_causal_lm(a.model, *cfg, **ops, load);
+  if (!model.ok()) return fail(model.status());
+  if (!(*model)->multimodal())
+    return fail(core::invalid_argument("--image needs a vision-language model; " + a.model + " is " +
+                                       (*model)->text_config().model_type));
+  // The engine owns the model from here on; prepare_multimodal runs on it before each
+  // add_multimodal_sequence, outside the engine.
+  models::CausalLM* vlm = model->get();
+
+  const std::string prompt = kImagePrompt;
+  auto decode = [&]() -> core::Expected<std::vector<models::MediaItem>> {
+    LOOM_ASSIGN_OR_RETURN(media::Image img, media::decode_image(bytes));
+    std::vector<models::MediaItem> items(1);
+    items[0].kind = models::MediaItem::Kind::kImage;
+    items[0].image = std::move(img);
+    items[0].where = a.image;
+    return items;
+  };
+  // Warm-up of decode + preprocess + vision tower; also sizes the engine for the prompt.
+  auto items = decode();
+  if (!items.ok()) return fail(items.status());
+  const int32_t width = (*items)[0].image.width, height = (*items)[0].image.height;
+  auto warm = vlm->prepare_multimodal(prompt, *tok, *items);
+  if (!warm.ok()) return fail(warm.status());
+  const int64_t prompt_tokens = static_cast<int64_t>(warm->token_ids.size());
+  int64_t image_tokens = 0;
+  for (const auto& s : warm->spans) image_tokens += s.length;
+
+  engine::EngineConfig ec;
+  ec.max_model_len = prompt_tokens + 16;
+  ec.kv_cache_tokens = ec.max_model_len;
+  ec.scheduler.max_num_batched_tokens = static_cast<int32_t>(std::max<int64_t>(prompt_tokens + 1, 2048));
+  ec.scheduler.max_num_seqs = 8;
+  ec.cuda_graphs = !a.enforce_eager;
+  engine::Engine eng(std::move(*model), *tok, ec);
+
+  auto prefill = [&](models::MultimodalPrompt mp) -> core::Status {
+    auto id = eng.add_multimodal_sequence(std::make_shared<const models::MultimodalPrompt>(std::move(mp)),
+                                          greedy(1));
+    if (!id.ok()) return id.status();
+    while (eng.has_unfinished()) {
+      auto r = eng.step();
+      if (!r.ok()) return r.status();
+    }
+    return core::Status();
+  };
+  if (auto st = prefill(std::move(*warm)); !st.ok()) return fail(st);
+
+  Samples decode_ms, prepare_ms, preprocess_ms, encode_ms, prefill_ms, ttft_ms;
+  for (int rep = 0; rep < a.reps; ++rep) {
+    const auto t0 = Clock::now();
+    auto it = decode();
+    if (!it.ok()) return fail(it.status());
+    const auto t1 = Clock::now();
+    auto mp = vlm->prepare_multimodal(prompt, *tok, *it);
+    if (!mp.ok()) return fail(mp.status());
+    const auto t2 = Clock::now();
+    preprocess_ms.v.push_back(mp->preprocess_ms);
+    encode_ms.v.push_back(mp->encode_ms);
+    if (auto st = prefill(std::move(*mp)); !st.ok()) return fail(st);
+    const auto t3 = Clock::now();
+    decode_ms.v.push_back(ms_between(t0, t1));
+    prepare_ms.v.push_back(ms_between(t1, t2));
+    prefill_ms.v.push_back(ms_between(t2, t3));
+    ttft_ms.v.push_back(ms_between(t0, t3));
+  }
+
+  // Cost model: the vision tower on the processed grid, the decoder prefill over the whole prompt.
+  json grid_json = nullptr;
+  double vis_flops = 0;
+  if (auto ic = models::qwen_vl::load_image_processor_config(a.model); ic.ok()) {
+    auto hw = models::qwen_vl::smart_resize(height, width, ic->factor(), ic->min_pixels, ic->max_pixels);
+    if (hw.ok()) {
+      const int64_t gh = hw->first / ic->patch_size, gw = hw->second / ic->patch_size;
+      grid_json = {1, gh, gw};
+      vis_flops = vision_tower_flops(cfg->vision_raw, 1, gh, gw);
+    }
+  }
+  const models::TextConfig& text = eng.model().text_config();
+  const double act_bytes = core::dtype_size(eng.model().backend().activation_dtype());
+  const ModelCost cost = model_cost(text, act_bytes == 4 ? 2 : act_bytes, act_bytes);
+  const double P = static_cast<double>(prompt_tokens);
+  // The LM head runs on the last position only (one sampled token).
+  const double lm_head = static_cast<double>(text.vocab_size) * static_cast<double>(text.hidden_size);
+  const double prefill_flops = 2.0 * (cost.params_per_token - lm_head) * P + 2.0 * lm_head +
+                               cost.attn_flops_per_pair * P * (P + 1) / 2.0;
+  auto floor_ms = [&](double flops) { return a.tflops > 0 ? flops / (a.tflops * 1e12) * 1e3 : 0.0; };
+  auto frac = [&](double flops, double ms) {
+    return a.tflops > 0 && ms > 0 ? std::to_string(static_cast<int>(100 * floor_ms(flops) / ms)) + "%"
+                                  : std::string("-");
+  };
+
+  std::printf("image %s: %dx%d, %lld image tokens, %lld prompt tokens, %d reps (median after a warm-up)\n",
+              a.image.c_str(), width, height, static_cast<long long>(image_tokens),
+              static_cast<long long>(prompt_tokens), a.reps);
+  std::printf("%-34s %11s %11s %11s\n", "stage", "median ms", "min ms", "floor frac");
+  auto row = [&](const char* name, const Samples& s, const std::string& f) {
+    std::printf("%-34s %11.2f %11.2f %11s\n", name, s.median(), s.min(), f.c_str());
+  };
+  row("decode_image (JPEG)", decode_ms, "-");
+  row("prepare_multimodal", prepare_ms, "-");
+  row("  preprocess (resize, tokens, pos)", preprocess_ms, "-");
+  row("  encode (vision tower)", encode_ms, frac(vis_flops, encode_ms.median()));
+  row("prefill -> first token", prefill_ms, frac(prefill_flops, prefill_ms.median()));
+  row("TTFT (all of the above)", ttft_ms, frac(vis_flops + prefill_flops, ttft_ms.median()));
+  std::printf("vision tower %.1f GFLOP, prefill %.1f GFLOP", vis_flops / 1e9, prefill_flops / 1e9);
+  if (a.tflops > 0)
+    std::printf("; floors at %g TFLOP/s: %.2f ms, %.2f ms", a.tflops, floor_ms(vis_flops),
+                floor_ms(prefill_flops));
+  std::printf("\n");
+
+  auto stats = [](const Samples& s) {
+    return json{{"median_ms", s.median()}, {"min_ms", s.min()}, {"samples_ms", s.v}};
+  };
+  json out = {{"mode", "image"},
+              {"model", a.model},
+              {"device", a.device},
+              {"backend", eng.model().backend().name()},
+              {"image", a.image},
+              {"width", width},
+              {"height", height},
+              {"grid_thw", grid_json},
+              {"image_tokens", image_tokens},
+              {"prompt_tokens", prompt_tokens},
+              {"reps", a.reps},
+              {"decode_image", stats(decode_ms)},
+              {"prepare_multimodal", stats(prepare_ms)},
+              {"preprocess", stats(preprocess_ms)},
+              {"encode", stats(encode_ms)},
+              {"prefill_first_token", stats(prefill_ms)},
+              {"ttft", stats(ttft_ms)},
+              {"vision_tower_flops", vis_flops},
+              {"prefill_flops", prefill_flops},
+              {"tflops", a.tflops},
+              {"vision_floor_ms", floor_ms(vis_flops)},
+              {"prefill_floor_ms", floor_ms(prefill_flops)},
+              {"vision_floor_fraction", a.tflops > 0 ? floor_ms(vis_flops) / encode_ms.median() : 0.0},
+              {"prefill_floor_fraction", a.tflops > 0 ? floor_ms(prefill_flops) / prefill_ms.median() : 0.0}};
+  std::ofstream(a.out) << out.dump(2) << "\n";
+  std::printf("wrote %s\n", a.out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -252,8 +491,14 @@ void add_bench_command(CLI::App& app) {
                   "Measured memory bandwidth (GB/s) for the decode floor");
   cmd->add_option("--tflops", args->tflops, "Measured dense matmul rate (TFLOP/s) for the prefill floor");
   cmd->add_option("--out", args->out, "JSON output")->capture_default_str();
+  cmd->add_flag("--enforce-eager", args->enforce_eager, "Run decode steps without CUDA graphs");
   cmd->add_flag("--profile", args->profile,
                 "Per-op time of the decode steps (set CUDA_LAUNCH_BLOCKING=1 on GPUs)");
+  cmd->add_option("--image", args->image,
+                  "Image TTFT mode (vision-language models): time decode, preprocess, vision tower and the "
+                  "prefill to the first token for one chat prompt with this image")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--reps", args->reps, "Image TTFT mode: timed repetitions")->capture_default_str();
   cmd->callback([args]() { set_exit_code(run_bench(*args)); });
 }
 
