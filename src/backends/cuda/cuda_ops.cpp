@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/gemm.h"
+#include "backends/cuda/gemv.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/sampling.h"
 
@@ -133,6 +134,11 @@ class CudaOps final : public ops::Ops {
     if (bias.defined()) {
       LOOM_CHECK(bias.dtype() == y.dtype()) << "linear: bias dtype must match the output";
       g.bias = bias.data();
+    }
+    // Decode (M <= 8): our bandwidth-bound GEMV (gemv.h); LOOM_CUDA_GEMV=0 keeps cuBLASLt.
+    if (g.m <= kGemvMaxRows && gemv_enabled() && gemv_vectorized(g)) {
+      must(gemv(g, stream_), "linear (gemv)");
+      return;
     }
     must(gemm_->run(g, stream_), "linear");
   }
