@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/vision_golden.h"
+#include "../cuda/cuda_test_util.h"
 #include "backends/cuda/cuda_ops.h"
 #include "engine/engine.h"
 #include "golden.h"
@@ -51,16 +53,6 @@ using nlohmann::json;
 constexpr double kMargin = 0.25;
 constexpr double kLogprobAbs = 0.15;
 
-bool have_gpu(std::string* why) {
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess || n == 0) {
-    *why = std::string("no CUDA device: ") + (err != cudaSuccess ? cudaGetErrorString(err) : "count is 0");
-    return false;
-  }
-  return true;
-}
-
 std::string repo_root() {
   return fixtures_dir() + "/../..";
 }
@@ -81,10 +73,14 @@ void PrintTo(const Case& c, std::ostream* os) {
 }
 
 // The request's media as model items, video frames read from the ffmpeg CLI decode stored with the
-// clip (tests/fixtures/media_video/<clip>.rgb holds the frames listed in goldens.json, in order), then
+// clip: the frames the reference sampled, from the case's video_<k>.rgb (ffmpeg CLI decode), then
 // prefill and greedy decode through the service's engine with logprobs.
 core::Expected<std::pair<std::vector<int32_t>, server::ChoiceResult>> run_with_fixture_frames(
-    server::ChatService& svc, const json& golden, const json& request) {
+    server::ChatService& svc, const std::string& case_dir, const json& golden, const json& request) {
+  std::vector<std::vector<int64_t>> sampled;  // per video of the request, in order
+  for (const auto& gm : golden["media"])
+    if (gm["kind"] == "video") sampled.push_back(gm["frames_indices"].get<std::vector<int64_t>>());
+  size_t video_index = 0;
   const json clips = read_json(fixtures_dir() + "/media_video/goldens.json")["clips"];
   std::vector<models::MediaItem> items;
   for (const auto& m : request["messages"]) {
@@ -116,8 +112,11 @@ core::Expected<std::pair<std::vector<int32_t>, server::ChoiceResult>> run_with_f
       it.video_info.fps = (*clip)["fps_num"].get<double>() / (*clip)["fps_den"].get<double>();
       it.video_info.num_frames = (*clip)["num_frames"];
       it.video_info.duration_s = (*clip)["duration_s"];
-      const auto listed = (*clip)["frames"].get<std::vector<int64_t>>();
-      const std::string rgb = fixtures_dir() + "/media_video/" + file.substr(0, file.rfind('.')) + ".rgb";
+      // The frames the reference used (golden.json media[].frames_indices), decoded by the ffmpeg CLI
+      // into video_<k>.rgb by tools/reference/make_vl_e2e_frames.py.
+      if (video_index >= sampled.size()) return core::not_found("golden.json lists fewer videos");
+      const std::vector<int64_t> listed = sampled[video_index];
+      const std::string rgb = case_dir + "/video_" + std::to_string(video_index++) + ".rgb";
       const int32_t w = it.video_info.width, h = it.video_info.height;
       it.decode_frames = [listed, rgb, w,
                           h](std::span<const int64_t> want) -> core::Expected<std::vector<media::Image>> {
@@ -169,10 +168,7 @@ core::Expected<std::pair<std::vector<int32_t>, server::ChoiceResult>> run_with_f
 
 class VlCuda : public ::testing::TestWithParam<Case> {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!have_gpu(&why)) GTEST_SKIP() << why;
-  }
+  void SetUp() override { LOOM_REQUIRE_CUDA(); }
 };
 
 // The request of tests/vl_e2e's ChatServiceAnswersTheRequest (local media made absolute, the repo as
@@ -199,7 +195,7 @@ TEST_P(VlCuda, ChatServiceGreedyMatchesTransformers) {
     // directly, its video frames taken from the ffmpeg CLI's decode in tests/fixtures/media_video.
     std::printf("[%s/%s] video frames from the fixture's ffmpeg decode (build without video decoding)\n",
                 c.model.c_str(), c.name.c_str());
-    auto run = run_with_fixture_frames(**svc, golden, request);
+    auto run = run_with_fixture_frames(**svc, dir, golden, request);
     ASSERT_TRUE(run.ok()) << run.status().to_string();
     prompt_ids = run->first;
     choice = run->second;
@@ -273,40 +269,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, VlCuda, ::testing::ValuesIn(all_cases()), [](con
 // ---- the Qwen3-VL vision tower alone (tests/fixtures/q3vl_vision: depth 3, hidden 32, 2 heads of
 // 16, 4x4 learned position grid, deepstack after blocks 0 and 1) ----
 
-const std::string kTowerDir = fixtures_dir() + "/q3vl_vision";
-
-const models::Checkpoint& tower_goldens() {
-  static const models::Checkpoint g = [] {
-    auto c = models::Checkpoint::open(kTowerDir + "/goldens.safetensors");
-    LOOM_CHECK(c.ok()) << c.status().to_string();
-    return *c;
-  }();
-  return g;
-}
-
-Tensor tower_golden(const std::string& name) {
-  auto t = tower_goldens().get(name);
-  LOOM_CHECK(t.ok()) << t.status().to_string();
-  return *t;
-}
-
-std::vector<std::array<int64_t, 3>> tower_grids(const std::string& name) {
-  const Tensor g = tower_golden(name + ".grid_thw");
-  LOOM_CHECK(g.dtype() == DType::kI64 && g.rank() == 2 && g.dim(1) == 3);
-  std::vector<std::array<int64_t, 3>> out(g.dim(0));
-  for (int64_t i = 0; i < g.dim(0); ++i)
-    for (int j = 0; j < 3; ++j) out[i][j] = g.data_as<int64_t>()[i * 3 + j];
-  return out;
-}
-
-Diff compare_tensors(const Tensor& got, const Tensor& want) {
-  LOOM_CHECK(got.shape() == want.shape())
-      << core::shape_to_string(got.shape()) << " vs " << core::shape_to_string(want.shape());
-  const Tensor a = got.to_f32(), b = want.to_f32();
-  Diff d = compare(a.data_as<float>(), b.data_as<float>(), static_cast<size_t>(a.numel()));
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (!std::isfinite(a.data_as<float>()[i])) d.has_nan = true;
-  return d;
+const VisionGoldens& tower_fx() {
+  return vision_goldens("q3vl_vision");
 }
 
 // bf16 on CUDA against the f32 golden. Scale: one bf16 rounding is 2^-9 ~ 2e-3 relative. The CPU
@@ -319,29 +283,24 @@ Diff compare_tensors(const Tensor& got, const Tensor& want) {
 constexpr double kTowerRelL2 = 3e-2;
 
 TEST(Qwen3VisionTowerCuda, Bf16MatchesTransformers) {
-  std::string why;
-  if (!have_gpu(&why)) GTEST_SKIP() << why;
+  LOOM_REQUIRE_CUDA();
   auto made = backends::cuda::make_cuda_ops(0.1);
   ASSERT_TRUE(made.ok()) << made.status().to_string();
   ops::Ops& ops = **made;
   ASSERT_EQ(ops.activation_dtype(), DType::kBF16);
-  auto ckpt = models::Checkpoint::open(kTowerDir);
+  auto ckpt = models::Checkpoint::open(tower_fx().dir());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
-  std::ifstream in(kTowerDir + "/config.json");
-  auto cfg = models::qwen3_vl::parse_vision_config(json::parse(in).at("vision_config"));
-  ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
-  auto tower = models::qwen3_vl::Qwen3VisionTower::load(*cfg, *ckpt, ops);
+  const models::qwen3_vl::VisionConfig cfg = tower_fx().vision_config(models::qwen3_vl::parse_vision_config);
+  auto tower = models::qwen3_vl::Qwen3VisionTower::load(cfg, *ckpt, ops);
   ASSERT_TRUE(tower.ok()) << tower.status().to_string();
 
-  auto meta_file = models::SafetensorsFile::open(kTowerDir + "/goldens.safetensors");
-  ASSERT_TRUE(meta_file.ok());
-  const auto names = json::parse((*meta_file)->metadata().at("cases")).get<std::vector<std::string>>();
+  const auto names = tower_fx().case_names();
   ASSERT_FALSE(names.empty());
   std::vector<std::pair<std::string, std::string>> stages = {{"vision.patch_embed", ".patch_embed"},
                                                              {"vision.embed", ".embed"}};
-  for (int b = 0; b < cfg->depth; ++b)
+  for (int b = 0; b < cfg.depth; ++b)
     stages.push_back({"vision.blk." + std::to_string(b) + ".out", ".blk." + std::to_string(b) + ".out"});
-  for (size_t k = 0; k < cfg->deepstack_visual_indexes.size(); ++k)
+  for (size_t k = 0; k < cfg.deepstack_visual_indexes.size(); ++k)
     stages.push_back({"vision.deepstack." + std::to_string(k), ".deepstack." + std::to_string(k)});
   stages.push_back({"vision.merger", ".merger"});
 
@@ -349,16 +308,16 @@ TEST(Qwen3VisionTowerCuda, Bf16MatchesTransformers) {
   for (const std::string& name : names) {
     std::map<std::string, Tensor> dumps;
     models::DumpHook hook = [&](std::string_view n, const Tensor& t) { dumps[std::string(n)] = t.to_f32(); };
-    auto out = (*tower)->forward(tower_golden(name + ".pixel_values"), tower_grids(name), &hook);
+    auto out = (*tower)->forward(tower_fx().get(name + ".pixel_values"), tower_fx().grids(name), &hook);
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     EXPECT_EQ(out->embeds.device(), core::Device::kCuda);
     EXPECT_EQ(out->embeds.dtype(), DType::kBF16);
     for (const auto& [dump_name, suffix] : stages) {
       ASSERT_TRUE(dumps.count(dump_name)) << dump_name;
-      const Diff d = compare_tensors(dumps[dump_name], tower_golden(name + suffix));
+      const TensorDiff d = diff_tensors(dumps[dump_name], tower_fx().get(name + suffix));
       std::printf("[cuda bf16] %-10s %-20s max_abs %.3g rel_l2 %.3g\n", name.c_str(), dump_name.c_str(),
                   d.max_abs, d.rel_l2);
-      EXPECT_FALSE(d.has_nan) << name << " " << dump_name;
+      EXPECT_FALSE(d.nan) << name << " " << dump_name;
       EXPECT_LT(d.rel_l2, kTowerRelL2) << name << " " << dump_name;
     }
     // The returned tensors (not only the dumps) and their lifetime: they must survive a later
@@ -372,19 +331,19 @@ TEST(Qwen3VisionTowerCuda, Bf16MatchesTransformers) {
     (void)ops.upload_scratch(junk);
     std::vector<Tensor> after = {ops.to_host(out->embeds)};
     for (const Tensor& t : out->deepstack) after.push_back(ops.to_host(t));
-    ASSERT_EQ(after.size(), 1 + cfg->deepstack_visual_indexes.size());
+    ASSERT_EQ(after.size(), 1 + cfg.deepstack_visual_indexes.size());
     for (size_t i = 0; i < after.size(); ++i) {
       ASSERT_EQ(std::memcmp(before[i].data(), after[i].data(), before[i].nbytes()), 0)
           << name << ": output " << i << " overwritten";
       const std::string suffix = i == 0 ? ".merger" : ".deepstack." + std::to_string(i - 1);
-      const Diff d = compare_tensors(after[i], tower_golden(name + suffix));
-      EXPECT_FALSE(d.has_nan) << name << suffix;
+      const TensorDiff d = diff_tensors(after[i], tower_fx().get(name + suffix));
+      EXPECT_FALSE(d.nan) << name << suffix;
       EXPECT_LT(d.rel_l2, kTowerRelL2) << name << suffix;
     }
     first_embeds[name] = after[0];
   }
   // Deterministic: the first case again (after the others) gives the same bits.
-  auto again = (*tower)->forward(tower_golden(names[0] + ".pixel_values"), tower_grids(names[0]));
+  auto again = (*tower)->forward(tower_fx().get(names[0] + ".pixel_values"), tower_fx().grids(names[0]));
   ASSERT_TRUE(again.ok()) << again.status().to_string();
   const Tensor h = ops.to_host(again->embeds);
   EXPECT_EQ(std::memcmp(h.data(), first_embeds[names[0]].data(), h.nbytes()), 0);
