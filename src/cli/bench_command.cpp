@@ -435,6 +435,8 @@ int run_image_bench(const BenchArgs& a) {
     std::printf("; floors at %g TFLOP/s: %.2f ms, %.2f ms", a.tflops, floor_ms(vis_flops),
                 floor_ms(prefill_flops));
   std::printf("\n");
+  if (const auto* prof = dynamic_cast<const ops::ProfilingOps*>(&eng.model().backend()))
+    std::printf("%s", prof->report().c_str());
 
   auto stats = [](const Samples& s) {
     return json{{"median_ms", s.median()}, {"min_ms", s.min()}, {"samples_ms", s.v}};

@@ -135,4 +135,21 @@ void convert_to_f32(const void* src, DType src_type, float* dst, size_t n) {
   }
 }
 
+void convert_from_f32(const float* src, DType dst_type, void* dst, size_t n) {
+  switch (dst_type) {
+    case DType::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+      return;
+    }
+    case DType::kF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+      return;
+    }
+    default: LOOM_CHECK(false) << "convert_from_f32: unsupported dtype " << dtype_name(dst_type);
+  }
+}
+
 }  // namespace loom::core

@@ -51,5 +51,8 @@ uint16_t f32_to_f16(float f);
 
 // Converts n elements of type `src_type` at `src` to f32 at `dst`. Supports f32/f16/bf16.
 void convert_to_f32(const void* src, DType src_type, float* dst, size_t n);
+// Converts n f32 values at `src` to `dst_type` at `dst` (RNE, as torch's .to(dtype)). Supports
+// f32/f16/bf16.
+void convert_from_f32(const float* src, DType dst_type, void* dst, size_t n);
 
 }  // namespace loom::core

@@ -296,25 +296,19 @@ TEST(Qwen3VisionTowerCuda, Bf16MatchesTransformers) {
 
   const auto names = tower_fx().case_names();
   ASSERT_FALSE(names.empty());
-  std::vector<std::pair<std::string, std::string>> stages = {{"vision.patch_embed", ".patch_embed"},
-                                                             {"vision.embed", ".embed"}};
-  for (int b = 0; b < cfg.depth; ++b)
-    stages.push_back({"vision.blk." + std::to_string(b) + ".out", ".blk." + std::to_string(b) + ".out"});
-  for (size_t k = 0; k < cfg.deepstack_visual_indexes.size(); ++k)
-    stages.push_back({"vision.deepstack." + std::to_string(k), ".deepstack." + std::to_string(k)});
-  stages.push_back({"vision.merger", ".merger"});
+  const VisionStages stages = vision_stages(cfg.depth, /*embed=*/true, cfg.deepstack_visual_indexes.size());
 
   std::map<std::string, Tensor> first_embeds;
   for (const std::string& name : names) {
-    std::map<std::string, Tensor> dumps;
-    models::DumpHook hook = [&](std::string_view n, const Tensor& t) { dumps[std::string(n)] = t.to_f32(); };
-    auto out = (*tower)->forward(tower_fx().get(name + ".pixel_values"), tower_fx().grids(name), &hook);
+    DumpRecorder dumps;
+    auto out =
+        (*tower)->forward(tower_fx().get(name + ".pixel_values"), tower_fx().grids(name), dumps.hook());
     ASSERT_TRUE(out.ok()) << out.status().to_string();
     EXPECT_EQ(out->embeds.device(), core::Device::kCuda);
     EXPECT_EQ(out->embeds.dtype(), DType::kBF16);
     for (const auto& [dump_name, suffix] : stages) {
-      ASSERT_TRUE(dumps.count(dump_name)) << dump_name;
-      const TensorDiff d = diff_tensors(dumps[dump_name], tower_fx().get(name + suffix));
+      ASSERT_TRUE(dumps.has(dump_name)) << dump_name;
+      const TensorDiff d = diff_tensors(dumps.at(dump_name), tower_fx().get(name + suffix));
       std::printf("[cuda bf16] %-10s %-20s max_abs %.3g rel_l2 %.3g\n", name.c_str(), dump_name.c_str(),
                   d.max_abs, d.rel_l2);
       EXPECT_FALSE(d.nan) << name << " " << dump_name;

@@ -21,6 +21,8 @@
 #include "models/qwen3_vl/vision_tower.h"
 #include "ops/reference_ops.h"
 
+#include "../common/vision_golden.h"
+
 namespace {
 
 using loom::core::DType;
@@ -32,74 +34,16 @@ using loom::models::qwen3_vl::make_vision_layout;
 using loom::models::qwen3_vl::parse_vision_config;
 using loom::models::qwen3_vl::Qwen3VisionTower;
 using loom::models::qwen3_vl::VisionConfig;
-using Grids = std::vector<std::array<int64_t, 3>>;
+using loom::testing::diff_tensors;
+using loom::testing::expect_f32_close;
+using loom::testing::TensorDiff;
+using Grids = loom::testing::VisionGrids;
 
-const std::string kDir = std::string(LOOM_FIXTURES_DIR) + "/q3vl_vision";
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  LOOM_CHECK(in.good()) << "cannot read " << path;
-  return nlohmann::json::parse(in);
+const loom::testing::VisionGoldens& fx() {
+  return loom::testing::vision_goldens("q3vl_vision");
 }
-
 VisionConfig fixture_config() {
-  auto c = parse_vision_config(read_json(kDir + "/config.json").at("vision_config"));
-  LOOM_CHECK(c.ok()) << c.status().to_string();
-  return *c;
-}
-
-const Checkpoint& goldens() {
-  static const Checkpoint g = [] {
-    auto c = Checkpoint::open(kDir + "/goldens.safetensors");
-    LOOM_CHECK(c.ok()) << c.status().to_string();
-    return *c;
-  }();
-  return g;
-}
-
-Tensor golden(const std::string& name) {
-  auto t = goldens().get(name);
-  LOOM_CHECK(t.ok()) << t.status().to_string();
-  return *t;
-}
-
-std::vector<std::string> case_names() {
-  auto f = loom::models::SafetensorsFile::open(kDir + "/goldens.safetensors");
-  LOOM_CHECK(f.ok()) << f.status().to_string();
-  return nlohmann::json::parse((*f)->metadata().at("cases")).get<std::vector<std::string>>();
-}
-
-Grids case_grids(const std::string& name) {
-  const Tensor g = golden(name + ".grid_thw");
-  LOOM_CHECK(g.dtype() == DType::kI64 && g.rank() == 2 && g.dim(1) == 3);
-  Grids out(g.dim(0));
-  for (int64_t i = 0; i < g.dim(0); ++i) {
-    for (int j = 0; j < 3; ++j) out[i][j] = g.data_as<int64_t>()[i * 3 + j];
-  }
-  return out;
-}
-
-struct Diff {
-  double max_abs = 0, rel_l2 = 0, ref_rms = 0;
-  bool nan = false;
-};
-Diff compare(const Tensor& got, const Tensor& want) {
-  LOOM_CHECK(got.shape() == want.shape())
-      << loom::core::shape_to_string(got.shape()) << " vs " << loom::core::shape_to_string(want.shape());
-  Diff d;
-  double num = 0, den = 0;
-  const float* a = got.data_as<float>();
-  const float* b = want.data_as<float>();
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    if (std::isnan(a[i]) || std::isnan(b[i])) d.nan = true;
-    const double e = static_cast<double>(a[i]) - b[i];
-    d.max_abs = std::max(d.max_abs, std::abs(e));
-    num += e * e;
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  d.rel_l2 = std::sqrt(num / std::max(den, 1e-30));
-  d.ref_rms = std::sqrt(den / std::max<int64_t>(got.numel(), 1));
-  return d;
+  return fx().vision_config(parse_vision_config);
 }
 
 TEST(Q3vlVisionConfig, ParsesFixtureConfig) {
@@ -143,7 +87,7 @@ TEST(Q3vlVisionConfig, ShippedConfigAndDefaults) {
 }
 
 TEST(Q3vlVisionConfig, RejectsBadConfigs) {
-  const nlohmann::json base = read_json(kDir + "/config.json").at("vision_config");
+  const nlohmann::json base = fx().config().at("vision_config");
   auto expect_error = [&](const char* key, nlohmann::json value, StatusCode code) {
     nlohmann::json j = base;
     j[key] = std::move(value);
@@ -168,14 +112,14 @@ TEST(Q3vlVisionConfig, RejectsBadConfigs) {
 // exactly (the weights bit for bit: same f32 operations in the same order).
 TEST(Q3vlVisionLayout, MatchesTransformersExactly) {
   const VisionConfig c = fixture_config();
-  for (const std::string& name : case_names()) {
-    auto layout = make_vision_layout(c, case_grids(name));
+  for (const std::string& name : fx().case_names()) {
+    auto layout = make_vision_layout(c, fx().grids(name));
     ASSERT_TRUE(layout.ok()) << layout.status().to_string();
     const int64_t n = layout->num_patches;
-    const Tensor pos = golden(name + ".position_ids");
-    const Tensor idx = golden(name + ".interp_indices");
-    const Tensor wts = golden(name + ".interp_weights");
-    const Tensor cu = golden(name + ".cu_seqlens");
+    const Tensor pos = fx().get(name + ".position_ids");
+    const Tensor idx = fx().get(name + ".interp_indices");
+    const Tensor wts = fx().get(name + ".interp_weights");
+    const Tensor cu = fx().get(name + ".cu_seqlens");
     ASSERT_EQ(pos.dim(0), n);
     ASSERT_EQ(idx.numel(), n * kPosTaps);
     ASSERT_EQ(wts.numel(), n * kPosTaps);
@@ -215,8 +159,8 @@ TEST(Q3vlVisionLayout, HandComputedTaps) {
 TEST(Q3vlVisionLayout, SeparableFormEqualsTaps) {
   const VisionConfig c = fixture_config();
   const int64_t side = c.num_grid_per_side(), stride = 8;
-  for (const std::string& name : case_names()) {
-    auto layout = make_vision_layout(c, case_grids(name));
+  for (const std::string& name : fx().case_names()) {
+    auto layout = make_vision_layout(c, fx().grids(name));
     ASSERT_TRUE(layout.ok());
     // Expand each distinct grid's raster table rows into dense [side*side] weight rows.
     std::vector<std::vector<float>> rows;
@@ -262,19 +206,7 @@ TEST(Q3vlVisionLayout, SeparableFormEqualsTaps) {
   EXPECT_EQ(shared->pos_row[48 + 32], 0);   // the second 6x8 image reuses table 1
 }
 
-struct BackendCase {
-  const char* name;
-  std::unique_ptr<loom::ops::Ops> (*make)();
-};
-
-std::unique_ptr<loom::ops::Ops> make_reference() {
-  return loom::ops::make_reference_ops();
-}
-std::unique_ptr<loom::ops::Ops> make_cpu() {
-  return loom::backends::cpu::make_cpu_ops(2);
-}
-
-class Q3vlVisionGolden : public ::testing::TestWithParam<BackendCase> {};
+class Q3vlVisionGolden : public ::testing::TestWithParam<loom::testing::HostBackend> {};
 
 // Tolerance, per stage and on the results: rel L2 < 1e-5 and max abs < 1e-4 * max(1, RMS of the
 // reference tensor). f32 against transformers f32 (eager attention); the only differences are
@@ -286,64 +218,42 @@ class Q3vlVisionGolden : public ::testing::TestWithParam<BackendCase> {};
 // (blk.2 at RMS 3) on every stage.
 TEST_P(Q3vlVisionGolden, MatchesTransformers) {
   auto ops = GetParam().make();
-  auto ckpt = Checkpoint::open(kDir);
+  auto ckpt = Checkpoint::open(fx().dir());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status().to_string();
   const VisionConfig c = fixture_config();
   auto tower = Qwen3VisionTower::load(c, *ckpt, *ops);
   ASSERT_TRUE(tower.ok()) << tower.status().to_string();
   EXPECT_EQ((*tower)->weight_prefix(), "model.visual.");
-  const auto names = case_names();
+  const auto names = fx().case_names();
   ASSERT_EQ(names.size(), 2u);
   for (const std::string& name : names) {
-    std::map<std::string, Tensor> dumps;
-    loom::models::DumpHook hook = [&](std::string_view n, const Tensor& t) {
-      dumps[std::string(n)] = t.to_f32();
-    };
-    auto out = (*tower)->forward(golden(name + ".pixel_values"), case_grids(name), &hook);
+    loom::testing::DumpRecorder dumps;
+    auto out = (*tower)->forward(fx().get(name + ".pixel_values"), fx().grids(name), dumps.hook());
     ASSERT_TRUE(out.ok()) << out.status().to_string();
-    std::vector<std::pair<std::string, std::string>> stages = {{"vision.patch_embed", ".patch_embed"},
-                                                               {"vision.embed", ".embed"}};
-    for (int b = 0; b < c.depth; ++b) {
-      stages.push_back({"vision.blk." + std::to_string(b) + ".out", ".blk." + std::to_string(b) + ".out"});
-    }
-    for (size_t k = 0; k < c.deepstack_visual_indexes.size(); ++k) {
-      stages.push_back({"vision.deepstack." + std::to_string(k), ".deepstack." + std::to_string(k)});
-    }
-    stages.push_back({"vision.merger", ".merger"});
-    for (const auto& [dump_name, golden_suffix] : stages) {
-      ASSERT_TRUE(dumps.count(dump_name)) << dump_name;
-      const Diff d = compare(dumps[dump_name], golden(name + golden_suffix));
-      EXPECT_FALSE(d.nan) << name << " " << dump_name;
-      EXPECT_LT(d.rel_l2, 1e-5) << name << " " << dump_name << " max_abs " << d.max_abs;
-      EXPECT_LT(d.max_abs, 1e-4 * std::max(1.0, d.ref_rms))
-          << name << " " << dump_name << " rel_l2 " << d.rel_l2;
-      std::printf("[%s] %-10s %-20s max_abs %.3g rel_l2 %.3g (ref rms %.3g)\n", GetParam().name, name.c_str(),
-                  dump_name.c_str(), d.max_abs, d.rel_l2, d.ref_rms);
+    const std::string label = std::string("[") + GetParam().name + "] " + name;
+    for (const auto& [dump_name, golden_suffix] :
+         loom::testing::vision_stages(c.depth, /*embed=*/true, c.deepstack_visual_indexes.size())) {
+      ASSERT_TRUE(dumps.has(dump_name)) << dump_name;
+      expect_f32_close(dumps.at(dump_name), fx().get(name + golden_suffix), label + " " + dump_name);
     }
     // The returned tensors (not only the dumps).
-    const Diff d = compare(out->embeds, golden(name + ".merger"));
-    EXPECT_LT(d.rel_l2, 1e-5);
-    EXPECT_LT(d.max_abs, 1e-4 * std::max(1.0, d.ref_rms));
+    expect_f32_close(out->embeds, fx().get(name + ".merger"), label + " result");
     ASSERT_EQ(out->deepstack.size(), c.deepstack_visual_indexes.size());
     for (size_t k = 0; k < out->deepstack.size(); ++k) {
-      const Diff dk = compare(out->deepstack[k], golden(name + ".deepstack." + std::to_string(k)));
-      EXPECT_FALSE(dk.nan);
-      EXPECT_LT(dk.rel_l2, 1e-5) << name << " deepstack " << k;
-      EXPECT_LT(dk.max_abs, 1e-4 * std::max(1.0, dk.ref_rms)) << name << " deepstack " << k;
+      expect_f32_close(out->deepstack[k], fx().get(name + ".deepstack." + std::to_string(k)),
+                       label + " result deepstack " + std::to_string(k));
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Q3vlVisionGolden,
-                         ::testing::Values(BackendCase{"reference", &make_reference},
-                                           BackendCase{"cpu", &make_cpu}),
-                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Backends, Q3vlVisionGolden, ::testing::ValuesIn(loom::testing::host_backends()),
+                         loom::testing::host_backend_name);
 
 // The goldens and the tolerance tell near variants apart: the exact-erf GELU in the block MLP
 // (measured merger rel L2 1.2e-4) or rope theta 1000 (4.6e-2) exceed the rel L2 bound of 1e-5
 // above by more than 5x.
 TEST(Q3vlVisionTower, GoldensRejectNearVariants) {
-  auto ckpt = Checkpoint::open(kDir);
+  auto ckpt = Checkpoint::open(fx().dir());
   ASSERT_TRUE(ckpt.ok());
   auto ops = loom::ops::make_reference_ops();
   VisionConfig erf = fixture_config();
@@ -353,9 +263,9 @@ TEST(Q3vlVisionTower, GoldensRejectNearVariants) {
   for (const VisionConfig& c : {erf, theta}) {
     auto tower = Qwen3VisionTower::load(c, *ckpt, *ops);
     ASSERT_TRUE(tower.ok());
-    auto out = (*tower)->forward(golden("one_image.pixel_values"), case_grids("one_image"));
+    auto out = (*tower)->forward(fx().get("one_image.pixel_values"), fx().grids("one_image"));
     ASSERT_TRUE(out.ok());
-    const Diff d = compare(out->embeds, golden("one_image.merger"));
+    const TensorDiff d = diff_tensors(out->embeds, fx().get("one_image.merger"));
     std::printf("variant (act %s, theta %g): merger rel_l2 %.3g\n", c.hidden_act.c_str(), c.rope_theta,
                 d.rel_l2);
     EXPECT_GT(d.rel_l2, 5e-5);
@@ -364,13 +274,13 @@ TEST(Q3vlVisionTower, GoldensRejectNearVariants) {
 
 // Batching: the two-grid case equals each grid run alone (attention never crosses images/frames).
 TEST(Q3vlVisionTower, BatchEqualsSeparateRuns) {
-  auto ckpt = Checkpoint::open(kDir);
+  auto ckpt = Checkpoint::open(fx().dir());
   ASSERT_TRUE(ckpt.ok());
   auto ops = loom::ops::make_reference_ops();
   auto tower = Qwen3VisionTower::load(fixture_config(), *ckpt, *ops);
   ASSERT_TRUE(tower.ok());
-  const Grids grids = case_grids("mixed");
-  const Tensor px = golden("mixed.pixel_values");
+  const Grids grids = fx().grids("mixed");
+  const Tensor px = fx().get("mixed.pixel_values");
   auto both = (*tower)->forward(px, grids);
   ASSERT_TRUE(both.ok());
   int64_t row = 0, unit = 0;
@@ -385,9 +295,9 @@ TEST(Q3vlVisionTower, BatchEqualsSeparateRuns) {
       return Tensor::borrow(t.data_as<float>() + unit * width, {units, width}, DType::kF32,
                             loom::core::Device::kCpu, nullptr);
     };
-    EXPECT_LT(compare(alone->embeds, slice(both->embeds)).max_abs, 1e-5);
+    EXPECT_LT(diff_tensors(alone->embeds, slice(both->embeds)).max_abs, 1e-5);
     for (size_t k = 0; k < alone->deepstack.size(); ++k) {
-      EXPECT_LT(compare(alone->deepstack[k], slice(both->deepstack[k])).max_abs, 1e-5);
+      EXPECT_LT(diff_tensors(alone->deepstack[k], slice(both->deepstack[k])).max_abs, 1e-5);
     }
     row += patches;
     unit += units;
@@ -396,41 +306,33 @@ TEST(Q3vlVisionTower, BatchEqualsSeparateRuns) {
 
 // Older checkpoints name the weights "visual.*": same weights renamed give the same output.
 TEST(Q3vlVisionTower, AcceptsLegacyWeightPrefix) {
-  auto ckpt = Checkpoint::open(kDir);
+  auto ckpt = Checkpoint::open(fx().dir());
   ASSERT_TRUE(ckpt.ok());
-  std::vector<std::pair<std::string, Tensor>> renamed;
-  for (const std::string& n : ckpt->names()) {
-    ASSERT_EQ(n.rfind("model.visual.", 0), 0u) << n;
-    renamed.emplace_back(n.substr(6), *ckpt->get(n));
-  }
-  const std::string dir = std::string(LOOM_BINARY_DIR) + "/q3vl_vision_legacy";
-  std::filesystem::create_directories(dir);
-  ASSERT_TRUE(loom::models::write_safetensors(dir + "/model.safetensors", renamed).ok());
-  auto legacy = Checkpoint::open(dir);
-  ASSERT_TRUE(legacy.ok()) << legacy.status().to_string();
+  const Checkpoint legacy =
+      loom::testing::legacy_prefix_copy(*ckpt, std::string(LOOM_BINARY_DIR) + "/q3vl_vision_legacy");
 
   auto ops = loom::ops::make_reference_ops();
   auto a = Qwen3VisionTower::load(fixture_config(), *ckpt, *ops);
-  auto b = Qwen3VisionTower::load(fixture_config(), *legacy, *ops);
+  auto b = Qwen3VisionTower::load(fixture_config(), legacy, *ops);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ((*b)->weight_prefix(), "visual.");
-  const std::string name = case_names().front();
-  auto out_a = (*a)->forward(golden(name + ".pixel_values"), case_grids(name));
-  auto out_b = (*b)->forward(golden(name + ".pixel_values"), case_grids(name));
+  const std::string name = fx().case_names().front();
+  auto out_a = (*a)->forward(fx().get(name + ".pixel_values"), fx().grids(name));
+  auto out_b = (*b)->forward(fx().get(name + ".pixel_values"), fx().grids(name));
   ASSERT_TRUE(out_a.ok() && out_b.ok());
-  EXPECT_EQ(compare(out_b->embeds, out_a->embeds).max_abs, 0.0);
+  EXPECT_EQ(diff_tensors(out_b->embeds, out_a->embeds).max_abs, 0.0);
   ASSERT_EQ(out_b->deepstack.size(), 2u);
-  EXPECT_EQ(compare(out_b->deepstack[1], out_a->deepstack[1]).max_abs, 0.0);
+  EXPECT_EQ(diff_tensors(out_b->deepstack[1], out_a->deepstack[1]).max_abs, 0.0);
 }
 
 TEST(Q3vlVisionTower, RejectsBadInputs) {
-  auto ckpt = Checkpoint::open(kDir);
+  auto ckpt = Checkpoint::open(fx().dir());
   ASSERT_TRUE(ckpt.ok());
   auto ops = loom::ops::make_reference_ops();
   const VisionConfig c = fixture_config();
   auto tower = Qwen3VisionTower::load(c, *ckpt, *ops);
   ASSERT_TRUE(tower.ok());
-  const Tensor px = golden("one_image.pixel_values");  // 48 patches
+  const Tensor px = fx().get("one_image.pixel_values");  // 48 patches
 
   auto r1 = (*tower)->forward(px, Grids{{1, 6, 10}});
   EXPECT_EQ(r1.status().code(), StatusCode::kInvalidArgument) << r1.status().to_string();
@@ -453,7 +355,7 @@ TEST(Q3vlVisionTower, RejectsBadInputs) {
   three_stacks.deepstack_visual_indexes = {0, 1, 2};
   auto missing = Qwen3VisionTower::load(three_stacks, *ckpt, *ops);
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().to_string();
-  auto no_vision = Checkpoint::open(kDir + "/goldens.safetensors");
+  auto no_vision = Checkpoint::open(fx().dir() + "/goldens.safetensors");
   ASSERT_TRUE(no_vision.ok());
   EXPECT_EQ(Qwen3VisionTower::load(c, *no_vision, *ops).status().code(), StatusCode::kNotFound);
 }

@@ -27,19 +27,27 @@ O(1) errors.
 Usage: python3 tools/reference/make_qwen3vl_vision_goldens.py [--out tests/fixtures/q3vl_vision]
 Deterministic: fixed seeds, no network.
 """
-import argparse
-import json
 import math
 import os
+import sys
 
 import torch
-from safetensors.torch import save_file
 from transformers import Qwen3VLConfig
 from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
 from transformers.vision_utils import (
     get_vision_cu_seqlens,
     get_vision_interpolation_indices_and_weights,
     get_vision_position_ids,
+)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import (  # noqa: E402
+    capture_vision_stages,
+    eager_f32,
+    save_goldens,
+    save_vision_weights,
+    vision_cases,
+    vision_output_dir,
 )
 
 VISION = {
@@ -74,15 +82,9 @@ CASES = {
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "../../tests/fixtures/q3vl_vision"))
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    torch.manual_seed(0)
-
+    out_dir = vision_output_dir("q3vl_vision")
     cfg = Qwen3VLConfig(vision_config=VISION, text_config=TEXT)
-    cfg.vision_config._attn_implementation = "eager"
-    model = Qwen3VLVisionModel(cfg.vision_config).eval().float()
+    model = eager_f32(Qwen3VLVisionModel, cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
@@ -99,34 +101,14 @@ def main():
             else:
                 p.copy_(1.2 / math.sqrt(p.shape[1]) * torch.randn_like(p))
 
-    cfg.save_pretrained(args.out)
-    weights = {"model.visual." + k: v.contiguous() for k, v in model.state_dict().items()}
-    save_file(weights, os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
+    cfg.save_pretrained(out_dir)
+    save_vision_weights(model, out_dir)
 
     v = cfg.vision_config
-    patch_dim = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
     unit = v.spatial_merge_size**2
     out = {}
-    g = torch.Generator().manual_seed(1)
-    for case, grids in CASES.items():
-        grid_thw = torch.tensor(grids, dtype=torch.int64)
-        patches = int(grid_thw.prod(-1).sum())
-        pixel_values = torch.randn(patches, patch_dim, generator=g)
-        captured = {}
-        hooks = [
-            model.patch_embed.register_forward_hook(lambda m, i, o: captured.__setitem__("patch_embed", o.clone())),
-            model.blocks[0].register_forward_pre_hook(
-                lambda m, args, kwargs: captured.__setitem__("embed", args[0].clone()), with_kwargs=True
-            ),
-        ]
-        for bi, blk in enumerate(model.blocks):
-            hooks.append(
-                blk.register_forward_hook(lambda m, i, o, bi=bi: captured.__setitem__(f"blk.{bi}.out", o.clone()))
-            )
-        with torch.no_grad():
-            res = model(pixel_values, grid_thw=grid_thw)
-        for h in hooks:
-            h.remove()
+    for case, grid_thw, patches, pixel_values in vision_cases(CASES, v):
+        captured, res = capture_vision_stages(model, pixel_values, grid_thw, embed=True)
         out[f"{case}.pixel_values"] = pixel_values
         out[f"{case}.grid_thw"] = grid_thw
         idx, wts = get_vision_interpolation_indices_and_weights(
@@ -159,8 +141,7 @@ def main():
             "deepstack rms",
             [rms(t) for t in res.deepstack_features],
         )
-    out = {k: t.contiguous() for k, t in out.items()}
-    save_file(out, os.path.join(args.out, "goldens.safetensors"), metadata={"cases": json.dumps(list(CASES))})
+    save_goldens(out, out_dir, CASES)
 
 
 if __name__ == "__main__":

@@ -21,15 +21,24 @@ keeps the fixtures at ~1.4 MB; the window is still 2x2 merged units.
 Usage: python3 tools/reference/make_vl_vision_goldens.py [--out tests/fixtures/vl_vision]
 Deterministic: fixed seeds, no network.
 """
-import argparse
-import json
 import os
+import sys
 
 import torch
-from safetensors.torch import save_file
 from transformers import Qwen2_5_VLConfig
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
 from transformers.vision_utils import get_vision_window_index
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import (  # noqa: E402
+    capture_vision_stages,
+    eager_f32,
+    init_qwen25_vision_weights,
+    save_goldens,
+    save_vision_weights,
+    vision_cases,
+    vision_output_dir,
+)
 
 VISION = {
     "depth": 4,
@@ -63,53 +72,19 @@ CASES = {
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "../../tests/fixtures/vl_vision"))
-    args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    torch.manual_seed(0)
-
+    out_dir = vision_output_dir("vl_vision")
     cfg = Qwen2_5_VLConfig(vision_config=VISION, text_config=TEXT)
-    cfg.vision_config._attn_implementation = "eager"
-    model = Qwen2_5_VisionTransformerPretrainedModel(cfg.vision_config).eval().float()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name or "ln_q" in name:
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-            elif "patch_embed" in name:
-                p.copy_(0.05 * torch.randn_like(p))
-            else:
-                p.copy_(0.2 * torch.randn_like(p))
+    model = eager_f32(Qwen2_5_VisionTransformerPretrainedModel, cfg)
+    init_qwen25_vision_weights(model)
 
-    cfg.save_pretrained(args.out)
-    weights = {"model.visual." + k: v.contiguous() for k, v in model.state_dict().items()}
-    save_file(weights, os.path.join(args.out, "model.safetensors"), metadata={"format": "pt"})
+    cfg.save_pretrained(out_dir)
+    save_vision_weights(model, out_dir)
 
     v = cfg.vision_config
-    patch_dim = v.in_channels * v.temporal_patch_size * v.patch_size * v.patch_size
     unit = v.spatial_merge_size**2
     out = {}
-    g = torch.Generator().manual_seed(1)
-    for case, grids in CASES.items():
-        grid_thw = torch.tensor(grids, dtype=torch.int64)
-        patches = int(grid_thw.prod(-1).sum())
-        pixel_values = torch.randn(patches, patch_dim, generator=g)
-        captured = {}
-        hooks = [
-            model.patch_embed.register_forward_hook(lambda m, i, o: captured.__setitem__("patch_embed", o.clone()))
-        ]
-        for bi, blk in enumerate(model.blocks):
-            hooks.append(
-                blk.register_forward_hook(
-                    lambda m, i, o, bi=bi: captured.__setitem__(f"blk.{bi}.out", o.clone())
-                )
-            )
-        with torch.no_grad():
-            res = model(pixel_values, grid_thw=grid_thw)
-        for h in hooks:
-            h.remove()
+    for case, grid_thw, patches, pixel_values in vision_cases(CASES, v):
+        captured, res = capture_vision_stages(model, pixel_values, grid_thw)
         window_index, _ = get_vision_window_index(
             grid_thw, v.spatial_merge_size, v.window_size, v.patch_size
         )
@@ -121,8 +96,7 @@ def main():
         out[f"{case}.merger"] = res.pooler_output
         assert res.pooler_output.shape == (patches // unit, v.out_hidden_size)
         print(case, "merger rms", float(res.pooler_output.pow(2).mean().sqrt()))
-    out = {k: t.contiguous() for k, t in out.items()}
-    save_file(out, os.path.join(args.out, "goldens.safetensors"), metadata={"cases": json.dumps(list(CASES))})
+    save_goldens(out, out_dir, CASES)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ Usage:  python3 tools/reference/render_mm_templates.py           # regenerate
         python3 tools/reference/render_mm_templates.py --check   # fail if the committed files differ
 """
 
-import argparse
 import base64
 import copy
 import json
@@ -39,14 +38,12 @@ import transformers
 import transformers.utils.chat_template_utils as ctu
 from transformers.processing_utils import ProcessorMixin
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference_common import FIXTURES_DIR, TEMPLATES_DIR, dump_json, regenerate_or_check  # noqa: E402
 from render_templates import load_model_dir, choose_template  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-TEMPLATES_DIR = os.path.join(ROOT, "tests", "fixtures", "templates")
-OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "requests_mm")
-MEDIA_DIR = os.path.join(ROOT, "tests", "fixtures", "media")
+OUT_DIR = os.path.join(FIXTURES_DIR, "requests_mm")
+MEDIA_DIR = os.path.join(FIXTURES_DIR, "media")
 
 TEMPLATES = ["qwen2-vl-7b-instruct", "qwen2.5-vl-7b-instruct", "qwen2.5-omni-7b"]
 VARIANTS = {
@@ -148,35 +145,12 @@ def build_goldens():
     return goldens
 
 
-def dump(obj):
-    return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="compare with the committed fixtures instead of writing")
-    args = ap.parse_args()
-    files = {
-        "conversations.json": dump({"variants": VARIANTS, "conversations": CONVERSATIONS}),
-        "goldens.json": dump({"jinja2": jinja2.__version__, "transformers": transformers.__version__,
-                              "goldens": build_goldens()}),
-    }
-    os.makedirs(OUT_DIR, exist_ok=True)
-    stale = []
-    for name, body in files.items():
-        path = os.path.join(OUT_DIR, name)
-        if args.check:
-            with open(path, encoding="utf-8") as f:
-                if f.read() != body:
-                    stale.append(name)
-        else:
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(body)
-            print(f"wrote {path} ({len(body.encode())} bytes)")
-    if stale:
-        print("stale fixtures:", ", ".join(stale))
-        return 1
-    return 0
+    return regenerate_or_check(__doc__, OUT_DIR, lambda: {
+        "conversations.json": dump_json({"variants": VARIANTS, "conversations": CONVERSATIONS}),
+        "goldens.json": dump_json({"jinja2": jinja2.__version__, "transformers": transformers.__version__,
+                                   "goldens": build_goldens()}),
+    })
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ Usage:  python3 tools/reference/render_templates.py            # regenerate the 
         python3 tools/reference/render_templates.py --check    # fail if the committed files differ
 """
 
-import argparse
 import datetime as _dt
 import json
 import os
@@ -34,14 +33,12 @@ import jinja2
 import transformers
 import transformers.utils.chat_template_utils as ctu
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import conversation_corpus  # noqa: E402
 import template_snippets  # noqa: E402
+from reference_common import FIXTURES_DIR, TEMPLATES_DIR, dump_json, regenerate_or_check  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-TEMPLATES_DIR = os.path.join(ROOT, "tests", "fixtures", "templates")
-OUT_DIR = os.path.join(ROOT, "tests", "fixtures", "template_corpus")
+OUT_DIR = os.path.join(FIXTURES_DIR, "template_corpus")
 
 FIXED_NOW = 1753614000  # 2025-07-27 11:00:00 UTC
 
@@ -164,39 +161,15 @@ def build_corpus():
     return goldens
 
 
-def dump(obj):
-    return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="compare with the committed fixtures instead of writing")
-    args = ap.parse_args()
-
-    files = {
-        "snippets.json": dump({"jinja2": jinja2.__version__, "transformers": transformers.__version__,
-                               "now_epoch_seconds": FIXED_NOW, "cases": build_snippets()}),
-        "conversations.json": dump({"variants": conversation_corpus.VARIANTS,
-                                    "conversations": conversation_corpus.CONVERSATIONS}),
-        "goldens.json": dump({"jinja2": jinja2.__version__, "transformers": transformers.__version__,
-                              "now_epoch_seconds": FIXED_NOW, "goldens": build_corpus()}),
-    }
-    os.makedirs(OUT_DIR, exist_ok=True)
-    stale = []
-    for name, text in files.items():
-        path = os.path.join(OUT_DIR, name)
-        if args.check:
-            with open(path, encoding="utf-8") as f:
-                if f.read() != text:
-                    stale.append(name)
-        else:
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-            print(f"wrote {path} ({len(text.encode())} bytes)")
-    if stale:
-        print("stale fixtures:", ", ".join(stale))
-        return 1
-    return 0
+    return regenerate_or_check(__doc__, OUT_DIR, lambda: {
+        "snippets.json": dump_json({"jinja2": jinja2.__version__, "transformers": transformers.__version__,
+                                    "now_epoch_seconds": FIXED_NOW, "cases": build_snippets()}),
+        "conversations.json": dump_json({"variants": conversation_corpus.VARIANTS,
+                                         "conversations": conversation_corpus.CONVERSATIONS}),
+        "goldens.json": dump_json({"jinja2": jinja2.__version__, "transformers": transformers.__version__,
+                                   "now_epoch_seconds": FIXED_NOW, "goldens": build_corpus()}),
+    })
 
 
 if __name__ == "__main__":

@@ -78,6 +78,24 @@ std::vector<int64_t> FieldReader::int_or_list(const json& obj, std::string_view 
   return out;
 }
 
+std::optional<std::vector<int64_t>> FieldReader::opt_int_list(const json& obj, std::string_view path,
+                                                              std::string_view key) {
+  const json* v = find(obj, key);
+  if (v == nullptr) return std::nullopt;
+  std::vector<int64_t> out;
+  if (v->is_array()) {
+    for (const json& e : *v) {
+      if (!e.is_number_integer() ||
+          (e.is_number_unsigned() && e.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+        break;
+      out.push_back(e.get<int64_t>());
+    }
+    if (out.size() == v->size()) return out;
+  }
+  type_error(path, key, "a list of integers", *v);
+  return std::nullopt;
+}
+
 int64_t FieldReader::required_int(const json& obj, std::string_view path, std::string_view key) {
   if (find(obj, key) == nullptr) {
     fail(core::invalid_argument(join(path, key) + " is missing"));

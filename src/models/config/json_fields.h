@@ -1,6 +1,7 @@
 // Typed reads from a JSON object for config parsing: every failure names the field by its path
 // ("thinker_config.text_config.hidden_size") and the first one is kept, so parsers read all fields
-// straight through and check status() once. Internal to src/models/config.
+// straight through and check status() once. Used by src/models/config and by the vision configs of
+// the models layer (vision_common.h); not part of the public models API.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,9 @@ class FieldReader {
   std::optional<bool> opt_bool(const nlohmann::json& obj, std::string_view path, std::string_view key);
   std::optional<std::string> opt_string(const nlohmann::json& obj, std::string_view path,
                                         std::string_view key);
+  // A list of integers; absent or null -> nullopt; anything else (a bare integer too) -> error, nullopt.
+  std::optional<std::vector<int64_t>> opt_int_list(const nlohmann::json& obj, std::string_view path,
+                                                   std::string_view key);
   // An integer or a list of integers (eos_token_id); absent or null -> empty.
   std::vector<int64_t> int_or_list(const nlohmann::json& obj, std::string_view path, std::string_view key);
 

@@ -141,33 +141,14 @@ core::Status VideoProcessorConfig::validate() const {
 
 core::Expected<VideoProcessorConfig> parse_video_processor_config(const std::string& json_text,
                                                                   const std::string& origin) {
-  Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return core::invalid_argument(origin + ": not valid JSON");
+  LOOM_ASSIGN_OR_RETURN(Json j, qwen_vl::detail::parse_json(json_text, origin));
   return from_json(j, origin);
 }
 
 core::Expected<VideoProcessorConfig> load_video_processor_config(const std::string& model_dir) {
-  namespace fs = std::filesystem;
-  const fs::path dir(model_dir);
-  const fs::path nested = dir / "processor_config.json";
-  if (fs::exists(nested)) {
-    LOOM_ASSIGN_OR_RETURN(std::string text, qwen_vl::detail::read_file(nested));
-    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return core::invalid_argument(nested.string() + ": not valid JSON");
-    if (j.is_object()) {
-      if (auto it = j.find("video_processor"); it != j.end()) return from_json(*it, nested.string());
-    }
-  }
-  for (const char* name : {"video_preprocessor_config.json", "preprocessor_config.json"}) {
-    const fs::path p = dir / name;
-    if (!fs::exists(p)) continue;
-    LOOM_ASSIGN_OR_RETURN(std::string text, qwen_vl::detail::read_file(p));
-    return parse_video_processor_config(text, p.string());
-  }
-  return core::not_found(
-      model_dir +
-      ": no \"video_processor\" in processor_config.json, no video_preprocessor_config.json "
-      "and no preprocessor_config.json");
+  LOOM_ASSIGN_OR_RETURN(qwen_vl::detail::VideoProcessorJson found,
+                        qwen_vl::detail::find_video_processor_json(model_dir));
+  return from_json(found.json, found.origin);
 }
 
 core::Expected<std::vector<int64_t>> sample_frame_indices(const VideoMetadata& meta,
@@ -227,18 +208,11 @@ core::Expected<std::pair<int64_t, int64_t>> smart_resize_video(int64_t num_frame
     if (height <= 0 || width <= 0)
       return core::invalid_argument("absolute aspect ratio must be smaller than 200");
   }
-  const double ratio =
-      static_cast<double>(std::max(height, width)) / static_cast<double>(std::min(height, width));
-  if (ratio > 200.0)
-    return core::invalid_argument("absolute aspect ratio must be smaller than 200, got " +
-                                  std::to_string(ratio));
-  const double h = static_cast<double>(height);
-  const double w = static_cast<double>(width);
-  const double f = static_cast<double>(factor);
+  LOOM_RETURN_IF_ERROR(qwen_vl::detail::check_aspect_ratio(height, width));
   const double frames = static_cast<double>(num_frames);
+  int64_t h_bar = qwen_vl::detail::round_by_factor(height, factor);
+  int64_t w_bar = qwen_vl::detail::round_by_factor(width, factor);
   // round(): half to even, as std::nearbyint in the default rounding mode.
-  int64_t h_bar = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
-  int64_t w_bar = static_cast<int64_t>(std::nearbyint(w / f)) * factor;
   const int64_t t_bar =
       static_cast<int64_t>(std::nearbyint(frames / static_cast<double>(temporal_factor))) * temporal_factor;
   // Python ints do not overflow; the products here stay far below 2^63 for sides under 2^20.
@@ -249,13 +223,13 @@ core::Expected<std::pair<int64_t, int64_t>> smart_resize_video(int64_t num_frame
     // Python: math.sqrt((num_frames * height * width) / max_pixels), an int product then true division.
     const double beta =
         std::sqrt(static_cast<double>(num_frames * height * width) / static_cast<double>(max_pixels));
-    h_bar = std::max(factor, static_cast<int64_t>(std::floor(h / beta / f)) * factor);
-    w_bar = std::max(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);
+    h_bar = qwen_vl::detail::scaled_down_side(height, beta, factor);
+    w_bar = qwen_vl::detail::scaled_down_side(width, beta, factor);
   } else if (volume < min_pixels) {
     const double beta =
         std::sqrt(static_cast<double>(min_pixels) / static_cast<double>(num_frames * height * width));
-    h_bar = static_cast<int64_t>(std::ceil(h * beta / f)) * factor;
-    w_bar = static_cast<int64_t>(std::ceil(w * beta / f)) * factor;
+    h_bar = qwen_vl::detail::scaled_up_side(height, beta, factor);
+    w_bar = qwen_vl::detail::scaled_up_side(width, beta, factor);
   }
   return std::make_pair(h_bar, w_bar);
 }

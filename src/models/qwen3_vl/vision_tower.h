@@ -64,6 +64,7 @@
 #include "models/model.h"
 #include "models/qwen3_vl/vision_config.h"
 #include "models/qwen3_vl/vision_layout.h"
+#include "models/vision_common.h"
 #include "ops/ops.h"
 
 namespace loom::models::qwen3_vl {
@@ -104,11 +105,9 @@ class Qwen3VisionTower {
  private:
   struct Block {
     core::Tensor norm1_w, norm1_b, norm2_w, norm2_b;  // [hidden]
-    // The checkpoint's fused qkv [3*hidden, hidden] split into its q | k | v row blocks (head-major).
-    core::Tensor q_w, q_b, k_w, k_b, v_w, v_b;  // [hidden, hidden], [hidden]
-    core::Tensor proj_w, proj_b;                // [hidden, hidden], [hidden]
-    core::Tensor fc1_w, fc1_b;                  // [inter, hidden], [inter]
-    core::Tensor fc2_w, fc2_b;                  // [hidden, inter], [hidden]
+    vision::AttentionWeights attn;                    // split qkv and proj (vision_common.h)
+    core::Tensor fc1_w, fc1_b;                        // [inter, hidden], [inter]
+    core::Tensor fc2_w, fc2_b;                        // [hidden, inter], [hidden]
   };
   struct Merger {
     bool postshuffle = false;     // norm over merge^2*hidden after the view, else over hidden before
@@ -117,8 +116,8 @@ class Qwen3VisionTower {
     core::Tensor fc2_w, fc2_b;    // [out_hidden, merge^2*hidden], [out_hidden]
   };
   Qwen3VisionTower(const VisionConfig& config, ops::Ops& ops) : config_(config), ops_(ops) {}
-  static core::Expected<Merger> load_merger(const VisionConfig& c, const Checkpoint& ckpt, ops::Ops& ops,
-                                            const std::string& prefix, bool postshuffle);
+  static core::Expected<Merger> load_merger(const VisionConfig& c, const vision::TowerWeights& weights,
+                                            ops::Ops& ops, const std::string& prefix, bool postshuffle);
   // x [N, hidden] -> out [N/merge^2, out_hidden].
   void run_merger(const Merger& m, const core::Tensor& x, core::Tensor& out);
   // x [N, hidden] += the interpolated position embeddings of `layout`'s grids.
@@ -134,7 +133,7 @@ class Qwen3VisionTower {
   Merger merger_;
   std::vector<Merger> deepstack_;  // one per deepstack_visual_indexes entry, same order
   std::vector<float> inv_freq_;    // [head_dim/4] rope inverse frequencies
-  core::Tensor out_buf_;           // device backends: [(1 + deepstack) * capacity, out_hidden], see forward()
+  vision::OutputBuffer out_buf_;   // merger output, then one block per deepstack merger; see forward()
 };
 
 }  // namespace loom::models::qwen3_vl

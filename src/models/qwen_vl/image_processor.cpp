@@ -8,31 +8,54 @@
 
 namespace loom::models::qwen_vl {
 
+namespace detail {
+
+core::Status check_aspect_ratio(int64_t height, int64_t width) {
+  const double ratio =
+      static_cast<double>(std::max(height, width)) / static_cast<double>(std::min(height, width));
+  if (ratio > 200.0)
+    return core::invalid_argument("absolute aspect ratio must be smaller than 200, got " +
+                                  std::to_string(ratio));
+  return core::Status::ok_status();
+}
+
+int64_t round_by_factor(int64_t side, int64_t factor) {
+  // std::nearbyint under the default rounding mode rounds half to even, as Python's round().
+  return static_cast<int64_t>(std::nearbyint(static_cast<double>(side) / static_cast<double>(factor))) *
+         factor;
+}
+
+int64_t scaled_down_side(int64_t side, double beta, int64_t factor) {
+  const double f = static_cast<double>(factor);
+  return std::max(factor, static_cast<int64_t>(std::floor(static_cast<double>(side) / beta / f)) * factor);
+}
+
+int64_t scaled_up_side(int64_t side, double beta, int64_t factor) {
+  const double f = static_cast<double>(factor);
+  return static_cast<int64_t>(std::ceil(static_cast<double>(side) * beta / f)) * factor;
+}
+
+}  // namespace detail
+
 core::Expected<std::pair<int64_t, int64_t>> smart_resize(int64_t height, int64_t width, int64_t factor,
                                                          int64_t min_pixels, int64_t max_pixels) {
   if (height <= 0 || width <= 0)
     return core::invalid_argument("image size " + std::to_string(width) + "x" + std::to_string(height) +
                                   " must be positive");
   if (factor <= 0) return core::invalid_argument("resize factor must be positive");
-  const double ratio =
-      static_cast<double>(std::max(height, width)) / static_cast<double>(std::min(height, width));
-  if (ratio > 200.0)
-    return core::invalid_argument("absolute aspect ratio must be smaller than 200, got " +
-                                  std::to_string(ratio));
+  LOOM_RETURN_IF_ERROR(detail::check_aspect_ratio(height, width));
   const double h = static_cast<double>(height);
   const double w = static_cast<double>(width);
-  const double f = static_cast<double>(factor);
-  // std::nearbyint under the default rounding mode rounds half to even, as Python's round().
-  int64_t h_bar = static_cast<int64_t>(std::nearbyint(h / f)) * factor;
-  int64_t w_bar = static_cast<int64_t>(std::nearbyint(w / f)) * factor;
+  int64_t h_bar = detail::round_by_factor(height, factor);
+  int64_t w_bar = detail::round_by_factor(width, factor);
   if (h_bar * w_bar > max_pixels) {
     const double beta = std::sqrt((h * w) / static_cast<double>(max_pixels));
-    h_bar = std::max(factor, static_cast<int64_t>(std::floor(h / beta / f)) * factor);
-    w_bar = std::max(factor, static_cast<int64_t>(std::floor(w / beta / f)) * factor);
+    h_bar = detail::scaled_down_side(height, beta, factor);
+    w_bar = detail::scaled_down_side(width, beta, factor);
   } else if (h_bar * w_bar < min_pixels) {
     const double beta = std::sqrt(static_cast<double>(min_pixels) / (h * w));
-    h_bar = static_cast<int64_t>(std::ceil(h * beta / f)) * factor;
-    w_bar = static_cast<int64_t>(std::ceil(w * beta / f)) * factor;
+    h_bar = detail::scaled_up_side(height, beta, factor);
+    w_bar = detail::scaled_up_side(width, beta, factor);
   }
   return std::make_pair(h_bar, w_bar);
 }

@@ -25,6 +25,18 @@ namespace loom::models::qwen_vl {
 core::Expected<std::pair<int64_t, int64_t>> smart_resize(int64_t height, int64_t width, int64_t factor,
                                                          int64_t min_pixels, int64_t max_pixels);
 
+// The steps smart_resize shares with qwen3_vl's smart_resize_video (same double arithmetic).
+namespace detail {
+// InvalidArgument when max(height, width) / min(height, width) > 200; both sides positive.
+core::Status check_aspect_ratio(int64_t height, int64_t width);
+// round(side / factor) * factor, round() half to even as Python's.
+int64_t round_by_factor(int64_t side, int64_t factor);
+// max(factor, floor(side / beta / factor) * factor): a side scaled down by beta.
+int64_t scaled_down_side(int64_t side, double beta, int64_t factor);
+// ceil(side * beta / factor) * factor: a side scaled up by beta.
+int64_t scaled_up_side(int64_t side, double beta, int64_t factor);
+}  // namespace detail
+
 struct ProcessedImage {
   // [grid_t * grid_h * grid_w, C * T * P * P] f32, C = 3, T = temporal_patch_size, P = patch_size.
   // Row order: merge blocks row-major, then the merge_size x merge_size patches inside a block

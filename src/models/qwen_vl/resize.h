@@ -9,6 +9,12 @@
 //   then quantised to int16 with the largest precision p <= 22 that keeps max_weight * 2^(p+1) below
 //   2^15. Each pass accumulates in int32 starting from 2^(p-1), shifts right by p, clamps to [0, 255].
 //   Horizontal pass first (skipped when widths are equal), then vertical (skipped when heights are).
+//
+// Implementation: the two passes are fused per thread (each thread owns a band of output rows and
+// keeps the few horizontally resized rows its vertical taps need in a small ring buffer, so the
+// intermediate image never exists in full). The sums are exact int32 integer arithmetic, so the
+// order of accumulation is free: the AVX2 kernels (3/4-channel horizontal pass, vertical pass; chosen
+// at run time by a CPU check) give the same bytes as the portable scalar kernels.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +24,16 @@ namespace loom::models::qwen_vl {
 
 // src: [in_h][in_w][channels] uint8, row-major. Returns [out_h][out_w][channels].
 // Requires all sizes >= 1 and 1 <= channels <= 4 (LOOM_CHECK). num_threads <= 0 picks
-// std::thread::hardware_concurrency().
+// std::thread::hardware_concurrency(); work is split over threads by output rows.
 std::vector<uint8_t> resize_bicubic_aa_u8(const uint8_t* src, int32_t in_w, int32_t in_h, int32_t channels,
                                           int32_t out_w, int32_t out_h, int num_threads = 0);
+
+// As above, writing [out_h][out_w][channels] to dst (caller-owned, need not be initialised, must not
+// overlap src). Lets a caller reuse one buffer and skip the zero-fill of a fresh std::vector.
+// allow_simd = false forces the portable scalar kernels (tests compare the two paths).
+void resize_bicubic_aa_u8_into(const uint8_t* src, int32_t in_w, int32_t in_h, int32_t channels,
+                               int32_t out_w, int32_t out_h, uint8_t* dst, int num_threads = 0,
+                               bool allow_simd = true);
 
 // Runs fn(begin, end) over [0, n) split into at most num_threads contiguous chunks (<= 0: hardware
 // concurrency). Runs inline when one chunk suffices.

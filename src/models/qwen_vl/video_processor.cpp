@@ -90,34 +90,49 @@ core::Status VideoProcessorConfig::validate() const {
 
 core::Expected<VideoProcessorConfig> parse_video_processor_config(const std::string& json_text,
                                                                   const std::string& origin) {
-  Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return core::invalid_argument(origin + ": not valid JSON");
+  LOOM_ASSIGN_OR_RETURN(Json j, detail::parse_json(json_text, origin));
   return from_json(std::move(j), origin);
 }
 
 core::Expected<VideoProcessorConfig> load_video_processor_config(const std::string& model_dir) {
+  LOOM_ASSIGN_OR_RETURN(detail::VideoProcessorJson found, detail::find_video_processor_json(model_dir));
+  return from_json(std::move(found.json), found.origin);
+}
+
+namespace detail {
+
+core::Expected<Json> parse_json(const std::string& json_text, const std::string& origin) {
+  Json j = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return core::invalid_argument(origin + ": not valid JSON");
+  return j;
+}
+
+core::Expected<VideoProcessorJson> find_video_processor_json(const std::string& model_dir) {
   namespace fs = std::filesystem;
   const fs::path dir(model_dir);
   const fs::path nested = dir / "processor_config.json";
   if (fs::exists(nested)) {
-    LOOM_ASSIGN_OR_RETURN(std::string text, detail::read_file(nested));
-    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return core::invalid_argument(nested.string() + ": not valid JSON");
+    LOOM_ASSIGN_OR_RETURN(std::string text, read_file(nested));
+    LOOM_ASSIGN_OR_RETURN(Json j, parse_json(text, nested.string()));
     if (j.is_object()) {
-      if (auto it = j.find("video_processor"); it != j.end()) return from_json(*it, nested.string());
+      if (auto it = j.find("video_processor"); it != j.end())
+        return VideoProcessorJson{std::move(*it), nested.string()};
     }
   }
   for (const char* name : {"video_preprocessor_config.json", "preprocessor_config.json"}) {
     const fs::path p = dir / name;
     if (!fs::exists(p)) continue;
-    LOOM_ASSIGN_OR_RETURN(std::string text, detail::read_file(p));
-    return parse_video_processor_config(text, p.string());
+    LOOM_ASSIGN_OR_RETURN(std::string text, read_file(p));
+    LOOM_ASSIGN_OR_RETURN(Json j, parse_json(text, p.string()));
+    return VideoProcessorJson{std::move(j), p.string()};
   }
   return core::not_found(
       model_dir +
       ": no \"video_processor\" in processor_config.json, no video_preprocessor_config.json "
       "and no preprocessor_config.json");
 }
+
+}  // namespace detail
 
 core::Expected<ProcessedImage> process_video(std::span<const uint8_t* const> frames_rgb, int32_t width,
                                              int32_t height, const VideoProcessorConfig& cfg,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -61,6 +62,19 @@ core::Expected<VideoProcessorConfig> parse_video_processor_config(const std::str
 // only that file; the video processor then reads the image settings with its own class defaults).
 // NotFound when none applies.
 core::Expected<VideoProcessorConfig> load_video_processor_config(const std::string& model_dir);
+
+namespace detail {
+// The video processor JSON object of model_dir in the order above and the file it came from (for
+// errors); shared with qwen3_vl's video processor. InvalidArgument for a file that is not valid
+// JSON, NotFound when none applies.
+struct VideoProcessorJson {
+  nlohmann::json json;
+  std::string origin;
+};
+core::Expected<VideoProcessorJson> find_video_processor_json(const std::string& model_dir);
+// json_text parsed; InvalidArgument "<origin>: not valid JSON" when it is not.
+core::Expected<nlohmann::json> parse_json(const std::string& json_text, const std::string& origin);
+}  // namespace detail
 
 // frames_rgb: num_frames pointers, each [height][width][3] uint8, all the same size (the media
 // layer's decoded, already-sampled frames). Returns pixel_values [grid_t * grid_h * grid_w,

@@ -44,6 +44,7 @@
 #include "models/checkpoint/checkpoint.h"
 #include "models/model.h"
 #include "models/qwen_vl/vision_config.h"
+#include "models/vision_common.h"
 #include "ops/ops.h"
 
 namespace loom::models::qwen_vl {
@@ -75,12 +76,10 @@ class Qwen25VisionTower {
 
  private:
   struct Block {
-    core::Tensor norm1, norm2;  // [hidden]
-    // The checkpoint's fused qkv [3*hidden, hidden] split into its q | k | v row blocks (head-major).
-    core::Tensor q_w, q_b, k_w, k_b, v_w, v_b;  // [hidden, hidden], [hidden]
-    core::Tensor proj_w, proj_b;                // [hidden, hidden], [hidden]
-    core::Tensor gate_up_w, gate_up_b;          // [2*inter, hidden], [2*inter]: gate rows then up rows
-    core::Tensor down_w, down_b;                // [hidden, inter], [hidden]
+    core::Tensor norm1, norm2;          // [hidden]
+    vision::AttentionWeights attn;      // split qkv and proj (vision_common.h)
+    core::Tensor gate_up_w, gate_up_b;  // [2*inter, hidden], [2*inter]: gate rows then up rows
+    core::Tensor down_w, down_b;        // [hidden, inter], [hidden]
   };
   Qwen25VisionTower(const VisionConfig& config, ops::Ops& ops) : config_(config), ops_(ops) {}
 
@@ -93,7 +92,7 @@ class Qwen25VisionTower {
   core::Tensor merger_w1_, merger_b1_;  // [merge^2*hidden, merge^2*hidden], [merge^2*hidden]
   core::Tensor merger_w2_, merger_b2_;  // [out_hidden, merge^2*hidden], [out_hidden]
   std::vector<float> inv_freq_;         // [head_dim/4] rope inverse frequencies
-  core::Tensor out_buf_;                // device backends: [capacity units, out_hidden], see forward()
+  vision::OutputBuffer out_buf_;        // the returned rows; see forward()
 };
 
 }  // namespace loom::models::qwen_vl
