@@ -21,11 +21,8 @@ core::Tensor VisionLanguageModel::to_host_activations(const core::Tensor& t) {
   }
   core::Tensor f = h.dtype() == core::DType::kF32 ? h : h.to_f32();
   if (want == core::DType::kF32) return f;
-  LOOM_CHECK(want == core::DType::kBF16) << "activation dtype " << core::dtype_name(want);
-  core::Tensor out = core::Tensor::empty(f.shape(), core::DType::kBF16);
-  const float* s = f.data_as<float>();
-  auto* d = out.data_as<uint16_t>();
-  for (int64_t i = 0; i < f.numel(); ++i) d[i] = core::f32_to_bf16(s[i]);
+  core::Tensor out = core::Tensor::empty(f.shape(), want);
+  core::convert_from_f32(f.data_as<float>(), want, out.data(), static_cast<size_t>(f.numel()));
   return out;
 }
 

@@ -70,9 +70,7 @@ class CudaOps final : public ops::Ops {
     // f32 / f16 checkpoints: round to bf16 once on the host (RNE, as torch's .to(bfloat16)).
     Tensor f = host.dtype() == DType::kF32 ? host : host.to_f32();
     Tensor b = Tensor::empty(host.shape(), DType::kBF16);
-    const float* src = f.data_as<float>();
-    auto* dst = b.data_as<uint16_t>();
-    for (int64_t i = 0; i < f.numel(); ++i) dst[i] = core::f32_to_bf16(src[i]);
+    core::convert_from_f32(f.data_as<float>(), DType::kBF16, b.data(), static_cast<size_t>(f.numel()));
     return upload(b);
   }
 

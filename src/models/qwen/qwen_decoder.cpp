@@ -61,9 +61,7 @@ class WeightLoader {
     if (dtype_ == WeightDType::kBF16 && t.dtype() != DType::kBF16) {
       Tensor f = t.dtype() == DType::kF32 ? t : t.to_f32();
       Tensor out = Tensor::empty(t.shape(), DType::kBF16);
-      const float* s = f.data_as<float>();
-      auto* d = out.data_as<uint16_t>();
-      for (int64_t i = 0; i < f.numel(); ++i) d[i] = core::f32_to_bf16(s[i]);
+      core::convert_from_f32(f.data_as<float>(), DType::kBF16, out.data(), static_cast<size_t>(f.numel()));
       return out;
     }
     return t;  // zero-copy view into the mmapped checkpoint
