@@ -34,6 +34,19 @@ Tensor stack_rows(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// A copy of a row-major [rows, cols] tensor with zero rows / columns appended up to [rows2, cols2].
+Tensor zero_padded(const Tensor& t, int64_t rows2, int64_t cols2) {
+  const int64_t rows = t.dim(0), cols = t.rank() == 2 ? t.dim(1) : 1;
+  const size_t es = core::dtype_size(t.dtype());
+  Tensor out = Tensor::empty(t.rank() == 2 ? Shape{rows2, cols2} : Shape{rows2}, t.dtype());
+  std::memset(out.data(), 0, out.nbytes());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(out.data()) + static_cast<size_t>(r * cols2) * es,
+                static_cast<const char*>(t.data()) + static_cast<size_t>(r * cols) * es,
+                static_cast<size_t>(cols) * es);
+  return out;
+}
+
 }  // namespace
 
 core::Expected<std::unique_ptr<Qwen25VisionTower>> Qwen25VisionTower::load(const VisionConfig& config,
@@ -42,6 +55,7 @@ core::Expected<std::unique_ptr<Qwen25VisionTower>> Qwen25VisionTower::load(const
   std::unique_ptr<Qwen25VisionTower> tower(new Qwen25VisionTower(config, ops));
   LOOM_ASSIGN_OR_RETURN(const vision::TowerWeights weights, vision::TowerWeights::find(ckpt));
   tower->prefix_ = weights.prefix();
+  tower->inter_padded_ = (config.intermediate_size + 63) / 64 * 64;
   auto get = [&](const std::string& name, const Shape& shape) { return weights.get(name, shape); };
 
   const int64_t hidden = config.hidden_size, inter = config.intermediate_size;
@@ -66,9 +80,14 @@ core::Expected<std::unique_ptr<Qwen25VisionTower>> Qwen25VisionTower::load(const
     LOOM_ASSIGN_OR_RETURN(Tensor down_b, get(b + "mlp.down_proj.bias", {hidden}));
     blk.norm1 = ops.upload(n1);
     blk.norm2 = ops.upload(n2);
-    blk.gate_up_w = ops.upload_weight(stack_rows(gate_w, up_w));
-    blk.gate_up_b = ops.upload_weight(stack_rows(gate_b, up_b));
-    blk.down_w = ops.upload_weight(down_w);
+    // The MLP width is padded with zero rows (gate/up) and columns (down) to a multiple of 64
+    // (Qwen2.5-VL's 3420 is not even a multiple of 8, which leaves cuBLASLt 8-byte-aligned rows
+    // and slow kernels). silu(0) * 0 = 0 and zero columns add exact zeros, so values are unchanged.
+    const int64_t ip = tower->inter_padded_;
+    blk.gate_up_w =
+        ops.upload_weight(stack_rows(zero_padded(gate_w, ip, hidden), zero_padded(up_w, ip, hidden)));
+    blk.gate_up_b = ops.upload_weight(stack_rows(zero_padded(gate_b, ip, 1), zero_padded(up_b, ip, 1)));
+    blk.down_w = ops.upload_weight(ip == inter ? down_w : zero_padded(down_w, hidden, ip));
     blk.down_b = ops.upload_weight(down_b);
     tower->blocks_.push_back(std::move(blk));
   }
@@ -96,7 +115,7 @@ core::Expected<Tensor> Qwen25VisionTower::forward(const Tensor& pixel_values,
   LOOM_RETURN_IF_ERROR(vision::check_pixel_values(pixel_values, layout.num_patches, c.patch_dim()));
   const int64_t n = layout.num_patches, hidden = c.hidden_size, heads = c.num_heads, hd = c.head_dim();
   const int64_t unit = c.merge_unit(), units = layout.num_units;
-  const int64_t inter = c.intermediate_size, merged = hidden * unit;
+  const int64_t merged = hidden * unit;
   const DType act = ops_.activation_dtype();
   const vision::DumpEmitter emit(ops_, dump);
 
@@ -129,8 +148,8 @@ core::Expected<Tensor> Qwen25VisionTower::forward(const Tensor& pixel_values,
 
   Tensor h = ops_.empty({n, hidden}, act);
   vision::AttentionScratch scratch(ops_, n, heads, hd, act);
-  Tensor gate_up = ops_.empty({n, 2 * inter}, act);
-  Tensor mlp_act = ops_.empty({n, inter}, act);
+  Tensor gate_up = ops_.empty({n, 2 * inter_padded_}, act);
+  Tensor mlp_act = ops_.empty({n, inter_padded_}, act);
   Tensor mlp = ops_.empty({n, hidden}, act);
 
   for (int64_t b = 0; b < c.depth; ++b) {

@@ -86,7 +86,8 @@ class Qwen25VisionTower {
   VisionConfig config_;
   ops::Ops& ops_;
   std::string prefix_;
-  core::Tensor patch_w_;  // [hidden, C*T*P*P]
+  core::Tensor patch_w_;      // [hidden, C*T*P*P]
+  int64_t inter_padded_ = 0;  // intermediate_size rounded up to 64 (zero-padded MLP weights)
   std::vector<Block> blocks_;
   core::Tensor ln_q_;                   // [hidden]
   core::Tensor merger_w1_, merger_b1_;  // [merge^2*hidden, merge^2*hidden], [merge^2*hidden]
