@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -27,10 +29,17 @@ Tensor Tensor::empty(Shape shape, DType dtype) {
   t.dtype_ = dtype;
   t.device_ = Device::kCpu;
   size_t bytes = t.nbytes();
-  size_t alloc = ((bytes + 63) / 64) * 64;
+  // Large buffers (pixel values, activations, converted weights) are 2 MiB aligned and asked to be
+  // backed by transparent huge pages: first touch then faults once per 2 MiB instead of per 4 KiB
+  // (a fresh 50 MB pixel tensor spent ~1/3 of the image processor's time in page faults).
+  const size_t align = bytes >= (size_t{8} << 20) ? (size_t{2} << 20) : 64;
+  size_t alloc = ((bytes + align - 1) / align) * align;
   if (alloc == 0) alloc = 64;
-  void* p = std::aligned_alloc(64, alloc);
+  void* p = std::aligned_alloc(align, alloc);
   LOOM_CHECK(p != nullptr) << "allocation of " << alloc << " bytes failed";
+#ifdef MADV_HUGEPAGE
+  if (align > 64) madvise(p, alloc, MADV_HUGEPAGE);  // advisory: ignored where THP is off
+#endif
   t.owner_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   t.data_ = p;
   return t;

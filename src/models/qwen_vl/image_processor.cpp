@@ -105,6 +105,12 @@ core::Expected<ProcessedImage> process_image(const uint8_t* rgb, int32_t width, 
   } else if (cfg.do_rescale) {
     mul = static_cast<float>(cfg.rescale_factor);
   }
+  // The value depends only on the uint8 input and the channel: one table per channel, filled with
+  // the same f32 expression, gives the same bits as computing it per pixel.
+  std::array<std::array<float, 256>, 3> lut{};
+  for (int c = 0; c < 3; ++c)
+    for (int x = 0; x < 256; ++x)
+      lut[c][x] = cfg.do_normalize ? (static_cast<float>(x) - sub[c]) / div[c] : static_cast<float>(x) * mul;
 
   const int64_t p = cfg.patch_size;
   const int64_t m = cfg.merge_size;
@@ -135,15 +141,8 @@ core::Expected<ProcessedImage> process_image(const uint8_t* rgb, int32_t width, 
         float* frame0 = row + c * t_len * p * p;
         for (int64_t py = 0; py < p; ++py) {
           const uint8_t* src = image + ((y0 + py) * out_w + x0) * 3 + c;
-          for (int64_t px = 0; px < p; ++px) {
-            const float x = static_cast<float>(src[px * 3]);
-            float v;
-            if (cfg.do_normalize)
-              v = (x - sub[c]) / div[c];
-            else
-              v = x * mul;
-            frame0[py * p + px] = v;
-          }
+          const float* table = lut[c].data();
+          for (int64_t px = 0; px < p; ++px) frame0[py * p + px] = table[src[px * 3]];
         }
         // A still image fills every temporal slot with the same frame.
         for (int64_t t = 1; t < t_len; ++t) std::copy(frame0, frame0 + p * p, frame0 + t * p * p);
