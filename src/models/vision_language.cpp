@@ -3,7 +3,19 @@
 #include <algorithm>
 #include <cstring>
 
+#include "models/qwen/qwen_decoder.h"
+
 namespace loom::models {
+
+core::Expected<std::unique_ptr<CausalLM>> load_vl_decoder(const ModelConfig& config, const Checkpoint& ckpt,
+                                                          ops::Ops& ops, const LoadOptions& options,
+                                                          const std::string& family) {
+  if (config.text.rope.mrope_section.empty())
+    return core::invalid_argument("config.json: " + family + " needs rope_scaling.mrope_section");
+  if (config.image_token_id < 0 || config.video_token_id < 0)
+    return core::invalid_argument("config.json: image_token_id / video_token_id missing");
+  return qwen::make_qwen_causal_lm(config, ckpt, ops, options);
+}
 
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();

@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "models/checkpoint/checkpoint.h"
 #include "models/model.h"
 #include "models/multimodal.h"
 
@@ -72,5 +73,11 @@ class VisionLanguageModel : public CausalLM {
 };
 
 double elapsed_ms(std::chrono::steady_clock::time_point since);
+
+// The text decoder of a vision-language checkpoint, after the checks every family needs
+// (mrope_section, image/video token ids); `family` names it in errors ("Qwen2.5-VL").
+core::Expected<std::unique_ptr<CausalLM>> load_vl_decoder(const ModelConfig& config, const Checkpoint& ckpt,
+                                                          ops::Ops& ops, const LoadOptions& options,
+                                                          const std::string& family);
 
 }  // namespace loom::models

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 
-#include "models/qwen/qwen_decoder.h"
 #include "models/qwen3_vl/mrope_positions.h"
 #include "models/qwen3_vl/processor.h"
 #include "models/qwen3_vl/video_processor.h"
@@ -111,11 +110,7 @@ class Qwen3VLModel final : public VisionLanguageModel {
 
 core::Expected<std::unique_ptr<CausalLM>> make_qwen3_vl(const ModelConfig& config, const Checkpoint& ckpt,
                                                         ops::Ops& ops, const LoadOptions& options) {
-  if (config.text.rope.mrope_section.empty())
-    return core::invalid_argument("config.json: Qwen3-VL needs rope_scaling.mrope_section");
-  if (config.image_token_id < 0 || config.video_token_id < 0)
-    return core::invalid_argument("config.json: image_token_id / video_token_id missing");
-  LOOM_ASSIGN_OR_RETURN(auto decoder, qwen::make_qwen_causal_lm(config, ckpt, ops, options));
+  LOOM_ASSIGN_OR_RETURN(auto decoder, load_vl_decoder(config, ckpt, ops, options, "Qwen3-VL"));
   LOOM_ASSIGN_OR_RETURN(VisionConfig vcfg, parse_vision_config(config.vision_raw));
   auto tower = Qwen3VisionTower::load(vcfg, ckpt, ops);
   if (!tower.ok()) return tower.status().with_context("loading the vision tower");

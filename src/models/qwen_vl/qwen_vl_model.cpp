@@ -2,7 +2,6 @@
 
 #include <chrono>
 
-#include "models/qwen/qwen_decoder.h"
 #include "models/qwen_vl/image_processor.h"
 #include "models/qwen_vl/mrope_positions.h"
 #include "models/qwen_vl/video_processor.h"
@@ -110,11 +109,7 @@ class Qwen25VLModel final : public VisionLanguageModel {
 
 core::Expected<std::unique_ptr<CausalLM>> make_qwen2_5_vl(const ModelConfig& config, const Checkpoint& ckpt,
                                                           ops::Ops& ops, const LoadOptions& options) {
-  if (config.text.rope.mrope_section.empty())
-    return core::invalid_argument("config.json: Qwen2.5-VL needs rope_scaling.mrope_section");
-  if (config.image_token_id < 0 || config.video_token_id < 0)
-    return core::invalid_argument("config.json: image_token_id / video_token_id missing");
-  LOOM_ASSIGN_OR_RETURN(auto decoder, qwen::make_qwen_causal_lm(config, ckpt, ops, options));
+  LOOM_ASSIGN_OR_RETURN(auto decoder, load_vl_decoder(config, ckpt, ops, options, "Qwen2.5-VL"));
   LOOM_ASSIGN_OR_RETURN(VisionConfig vcfg, parse_vision_config(config.vision_raw));
   auto tower = Qwen25VisionTower::load(vcfg, ckpt, ops);
   if (!tower.ok()) return tower.status().with_context("loading the vision tower");
