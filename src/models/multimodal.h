@@ -59,6 +59,7 @@ struct MultimodalPrompt {
   std::vector<MultimodalSpan> spans;     // in prompt order, non-overlapping
   // Per-item statistics for logs and benchmarks.
   double preprocess_ms = 0.0, encode_ms = 0.0;
+  int32_t encoder_cache_hits = 0;  // items whose encoder output came from the encoder cache
 };
 
 }  // namespace loom::models

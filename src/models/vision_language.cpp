@@ -38,13 +38,74 @@ core::Tensor VisionLanguageModel::to_host_activations(const core::Tensor& t) {
   return out;
 }
 
-core::Status VisionLanguageModel::place_embeddings(const core::Tensor& embeds,
-                                                   const std::vector<core::Tensor>& deepstack, int64_t pieces,
-                                                   Runs& runs, const std::string& where,
-                                                   MultimodalPrompt& out) {
-  core::Tensor emb = to_host_activations(embeds);
-  std::vector<core::Tensor> deep;
-  for (const auto& d : deepstack) deep.push_back(to_host_activations(d));
+namespace {
+
+// Two independent 64-bit multiply-xorshift hashes over the bytes (8 at a time) and a seed.
+std::pair<uint64_t, uint64_t> hash_bytes(const void* data, size_t n, uint64_t seed) {
+  uint64_t a = 0x243f6a8885a308d3ULL ^ seed, b = 0x13198a2e03707344ULL + seed * 0x9e3779b97f4a7c15ULL;
+  auto mix = [](uint64_t h, uint64_t v, uint64_t k) {
+    h ^= v * k;
+    h = (h << 29) | (h >> 35);
+    return h * 0xbf58476d1ce4e5b9ULL;
+  };
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    std::memcpy(&v, p + i, 8);
+    a = mix(a, v, 0x94d049bb133111ebULL);
+    b = mix(b, v ^ 0xa0761d6478bd642fULL, 0xe7037ed1a0b428dbULL);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p + i, n - i);
+  a = mix(a, tail ^ n, 0x94d049bb133111ebULL);
+  b = mix(b, tail + n, 0xe7037ed1a0b428dbULL);
+  a ^= a >> 31;
+  b ^= b >> 29;
+  return {a, b};
+}
+
+}  // namespace
+
+core::Expected<VisionLanguageModel::EncoderOutput> VisionLanguageModel::encode_cached(
+    const core::Tensor& pixel_values, const std::array<int64_t, 3>& grid, bool video, const EncoderRun& run,
+    MultimodalPrompt& out) {
+  auto output_bytes = [](const EncoderOutput& o) {
+    size_t n = o.embeds.nbytes();
+    for (const auto& d : o.deepstack) n += d.nbytes();
+    return n;
+  };
+  const int64_t header[4] = {grid[0], grid[1], grid[2], video ? 1 : 0};
+  const auto h1 = hash_bytes(header, sizeof header, 0);
+  const auto h2 = hash_bytes(pixel_values.data(), pixel_values.nbytes(), h1.first ^ h1.second);
+  const CacheKey key{h2.first, h2.second};
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    cache_lru_.splice(cache_lru_.begin(), cache_lru_, it->second);  // most recent first
+    ++out.encoder_cache_hits;
+    return it->second->second;
+  }
+  LOOM_ASSIGN_OR_RETURN(EncoderOutput device, run());
+  EncoderOutput host;
+  host.embeds = to_host_activations(device.embeds);
+  for (const auto& d : device.deepstack) host.deepstack.push_back(to_host_activations(d));
+  const size_t bytes = output_bytes(host);
+  if (bytes <= kEncoderCacheBytes) {
+    while (cache_bytes_ + bytes > kEncoderCacheBytes && !cache_lru_.empty()) {
+      cache_bytes_ -= output_bytes(cache_lru_.back().second);
+      cache_.erase(cache_lru_.back().first);
+      cache_lru_.pop_back();
+    }
+    cache_lru_.emplace_front(key, host);
+    cache_[key] = cache_lru_.begin();
+    cache_bytes_ += bytes;
+  }
+  return host;
+}
+
+core::Status VisionLanguageModel::place_embeddings(const EncoderOutput& encoded, int64_t pieces, Runs& runs,
+                                                   const std::string& where, MultimodalPrompt& out) {
+  const core::Tensor& emb = encoded.embeds;
+  const std::vector<core::Tensor>& deep = encoded.deepstack;
   const int64_t hidden = text_config().hidden_size;
   if (emb.rank() != 2 || emb.dim(1) != hidden || pieces < 1 || emb.dim(0) % pieces != 0)
     return core::invalid_argument(where + ": the vision tower gives " + core::shape_to_string(emb.shape()) +

@@ -4,11 +4,14 @@
 // backend's activation dtype). The family classes (models/<family>/) add the processor and encoder.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <functional>
+#include <list>
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -61,15 +64,44 @@ class VisionLanguageModel : public CausalLM {
     std::vector<std::pair<int64_t, int64_t>> runs;  // (offset, length)
     size_t next = 0;
   };
-  // Gives one item's encoder output (device tensors; copied to the host in the activation dtype)
-  // to the next `pieces` runs of `runs`, `rows / pieces` rows each (a Qwen3-VL video takes one run
-  // per temporal step), with the matching DeepStack rows. Appends to out.spans.
-  core::Status place_embeddings(const core::Tensor& embeds, const std::vector<core::Tensor>& deepstack,
-                                int64_t pieces, Runs& runs, const std::string& where, MultimodalPrompt& out);
+  // One item's encoder output on the host, in the activation dtype.
+  struct EncoderOutput {
+    core::Tensor embeds;                  // [tokens, hidden]
+    std::vector<core::Tensor> deepstack;  // Qwen3-VL: per DeepStack layer, [tokens, hidden]
+  };
+  // The encoder cache (vLLM's encoder cache, keyed by content): the output for these processed
+  // pixels and grid, from the cache or from `run` (whose device tensors are copied to the host and
+  // kept, least recently used first out, up to kEncoderCacheBytes). The key is two independent 64-bit
+  // hashes of the pixel values, grid and kind, so a hit does not rest on one hash. Counts hits in
+  // out.encoder_cache_hits.
+  using EncoderRun = std::function<core::Expected<EncoderOutput>()>;
+  core::Expected<EncoderOutput> encode_cached(const core::Tensor& pixel_values,
+                                              const std::array<int64_t, 3>& grid, bool video,
+                                              const EncoderRun& run, MultimodalPrompt& out);
+  static constexpr size_t kEncoderCacheBytes = size_t{512} << 20;
+  // Gives one item's encoder output to the next `pieces` runs of `runs`, `rows / pieces` rows each
+  // (a Qwen3-VL video takes one run per temporal step), with the matching DeepStack rows (views, no
+  // copies). Appends to out.spans.
+  core::Status place_embeddings(const EncoderOutput& encoded, int64_t pieces, Runs& runs,
+                                const std::string& where, MultimodalPrompt& out);
   // Sorts the spans by offset (items of different kinds were placed kind by kind).
   static void sort_spans(MultimodalPrompt& out);
 
   std::unique_ptr<CausalLM> decoder_;
+
+ private:
+  struct CacheKey {
+    uint64_t a = 0, b = 0;
+    bool operator==(const CacheKey& o) const { return a == o.a && b == o.b; }
+  };
+  struct CacheKeyHash {
+    size_t operator()(const CacheKey& k) const {
+      return static_cast<size_t>(k.a ^ (k.b * 0x9e3779b97f4a7c15ULL));
+    }
+  };
+  std::list<std::pair<CacheKey, EncoderOutput>> cache_lru_;  // most recent first
+  std::unordered_map<CacheKey, std::list<std::pair<CacheKey, EncoderOutput>>::iterator, CacheKeyHash> cache_;
+  size_t cache_bytes_ = 0;
 };
 
 double elapsed_ms(std::chrono::steady_clock::time_point since);

@@ -208,6 +208,36 @@ TEST_P(VlE2E, PromptIdsPositionsHiddenStatesAndLogits) {
   EXPECT_FALSE(d.has_nan);
 }
 
+// The encoder cache: the same media again is served from the cache with the same embeddings; one
+// changed pixel is a miss.
+TEST_P(VlE2E, EncoderCacheReusesIdenticalMedia) {
+  auto ops = cpu_ops();
+  auto model = load(*ops);
+  ASSERT_NE(model, nullptr);
+  auto items = load_media(request_);
+  const std::string prompt = golden_["prompt"].get<std::string>();
+  auto first = model->prepare_multimodal(prompt, *tok_, items);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  auto again = model->prepare_multimodal(prompt, *tok_, items);
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_EQ(again->encoder_cache_hits, static_cast<int32_t>(items.size()));
+  ASSERT_EQ(first->spans.size(), again->spans.size());
+  for (size_t i = 0; i < first->spans.size(); ++i) {
+    const auto& a = first->spans[i].embeds;
+    const auto& b = again->spans[i].embeds;
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0) << "span " << i;
+  }
+  for (auto& it : items) {
+    if (it.kind != models::MediaItem::Kind::kImage) continue;
+    it.image.rgb[0] ^= 0x40;  // one pixel changed: this image must be encoded again
+    auto changed = model->prepare_multimodal(prompt, *tok_, items);
+    ASSERT_TRUE(changed.ok()) << changed.status().to_string();
+    EXPECT_EQ(changed->encoder_cache_hits, static_cast<int32_t>(items.size()) - 1);
+    break;
+  }
+}
+
 // Generation through the engine: the whole prompt in one step, and chunks of 7 tokens that cut
 // the vision spans (and the rows where t/h/w positions differ) at arbitrary places.
 TEST_P(VlE2E, GreedyGenerationMatchesTransformers) {

@@ -90,9 +90,18 @@ class Qwen3VLModel final : public VisionLanguageModel {
     for (size_t i = 0; i < items.size(); ++i) {
       const bool image = items[i].kind == MediaItem::Kind::kImage;
       const std::array<int64_t, 3> grid = processed[i].grid_thw;
-      LOOM_ASSIGN_OR_RETURN(VisionOutput vo, tower_->forward(processed[i].pixel_values, {&grid, 1}));
-      LOOM_RETURN_IF_ERROR(place_embeddings(vo.embeds, vo.deepstack, image ? 1 : grid[0],
-                                            image ? image_runs : video_runs, items[i].where, out));
+      LOOM_ASSIGN_OR_RETURN(EncoderOutput enc,
+                            encode_cached(
+                                processed[i].pixel_values, grid, !image,
+                                [&]() -> core::Expected<EncoderOutput> {
+                                  LOOM_ASSIGN_OR_RETURN(
+                                      VisionOutput vo,
+                                      tower_->forward(processed[i].pixel_values, {&grid, 1}));
+                                  return EncoderOutput{vo.embeds, vo.deepstack};
+                                },
+                                out));
+      LOOM_RETURN_IF_ERROR(
+          place_embeddings(enc, image ? 1 : grid[0], image ? image_runs : video_runs, items[i].where, out));
     }
     sort_spans(out);
     out.encode_ms = elapsed_ms(t1);

@@ -87,10 +87,17 @@ class Qwen25VLModel final : public VisionLanguageModel {
     Runs video_runs{pad_runs(out.token_ids, mrope_.video_token_id)};
     for (size_t i = 0; i < items.size(); ++i) {
       const std::array<int64_t, 3> grid = processed[i].grid_thw;
-      LOOM_ASSIGN_OR_RETURN(core::Tensor emb, tower_->forward(processed[i].pixel_values, {&grid, 1}));
-      LOOM_RETURN_IF_ERROR(
-          place_embeddings(emb, {}, 1, items[i].kind == MediaItem::Kind::kImage ? image_runs : video_runs,
-                           items[i].where, out));
+      const bool image = items[i].kind == MediaItem::Kind::kImage;
+      LOOM_ASSIGN_OR_RETURN(
+          EncoderOutput enc,
+          encode_cached(
+              processed[i].pixel_values, grid, !image,
+              [&]() -> core::Expected<EncoderOutput> {
+                LOOM_ASSIGN_OR_RETURN(core::Tensor e, tower_->forward(processed[i].pixel_values, {&grid, 1}));
+                return EncoderOutput{e, {}};
+              },
+              out));
+      LOOM_RETURN_IF_ERROR(place_embeddings(enc, 1, image ? image_runs : video_runs, items[i].where, out));
     }
     sort_spans(out);
     out.encode_ms = elapsed_ms(t1);
