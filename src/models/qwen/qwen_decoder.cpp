@@ -15,8 +15,8 @@ using core::Tensor;
 
 struct LayerWeights {
   Tensor input_norm, post_norm;  // [H]
-  Tensor wq, wk, wv, wo;         // [Hq*D, H], [Hkv*D, H], [Hkv*D, H], [H, Hq*D]
-  Tensor bq, bk, bv;             // biases (undefined when the family has none)
+  Tensor w_qkv, wo;              // [(Hq + 2*Hkv)*D, H]: q rows, k rows, v rows (one GEMM); [H, Hq*D]
+  Tensor b_qkv;                  // [(Hq + 2*Hkv)*D] (undefined when the family has no biases)
   Tensor q_norm, k_norm;         // [D] (Qwen3)
   Tensor w_gate_up;              // [2I, H]: gate rows then up rows (one GEMM, silu_mul splits)
   Tensor w_down;                 // [H, I]
@@ -96,14 +96,22 @@ class QwenCausalLM final : public CausalLM {
       LayerWeights& L = layers_[static_cast<size_t>(i)];
       LOOM_ASSIGN_OR_RETURN(L.input_norm, w.get(p + "input_layernorm.weight", {H}));
       LOOM_ASSIGN_OR_RETURN(L.post_norm, w.get(p + "post_attention_layernorm.weight", {H}));
-      LOOM_ASSIGN_OR_RETURN(L.wq, w.get(p + "self_attn.q_proj.weight", {Hq * D, H}));
-      LOOM_ASSIGN_OR_RETURN(L.wk, w.get(p + "self_attn.k_proj.weight", {Hkv * D, H}));
-      LOOM_ASSIGN_OR_RETURN(L.wv, w.get(p + "self_attn.v_proj.weight", {Hkv * D, H}));
+      LOOM_ASSIGN_OR_RETURN(L.w_qkv,
+                            w.get_concat({p + "self_attn.q_proj.weight", p + "self_attn.k_proj.weight",
+                                          p + "self_attn.v_proj.weight"},
+                                         {{Hq * D, H}, {Hkv * D, H}, {Hkv * D, H}}));
       LOOM_ASSIGN_OR_RETURN(L.wo, w.get(p + "self_attn.o_proj.weight", {H, Hq * D}));
       if (cfg_.attention_bias) {
-        LOOM_ASSIGN_OR_RETURN(L.bq, w.get(p + "self_attn.q_proj.bias", {Hq * D}));
-        LOOM_ASSIGN_OR_RETURN(L.bk, w.get(p + "self_attn.k_proj.bias", {Hkv * D}));
-        LOOM_ASSIGN_OR_RETURN(L.bv, w.get(p + "self_attn.v_proj.bias", {Hkv * D}));
+        LOOM_ASSIGN_OR_RETURN(Tensor bq, w.get(p + "self_attn.q_proj.bias", {Hq * D}));
+        LOOM_ASSIGN_OR_RETURN(Tensor bk, w.get(p + "self_attn.k_proj.bias", {Hkv * D}));
+        LOOM_ASSIGN_OR_RETURN(Tensor bv, w.get(p + "self_attn.v_proj.bias", {Hkv * D}));
+        L.b_qkv = Tensor::empty({(Hq + 2 * Hkv) * D}, DType::kF32);
+        float* dst = L.b_qkv.data_as<float>();
+        for (const Tensor* b : {&bq, &bk, &bv}) {
+          const Tensor f = b->to_f32();
+          std::memcpy(dst, f.data(), f.nbytes());
+          dst += f.numel();
+        }
       }
       if (cfg_.qk_norm) {
         LOOM_ASSIGN_OR_RETURN(L.q_norm, w.get(p + "self_attn.q_norm.weight", {D}));
@@ -119,7 +127,7 @@ class QwenCausalLM final : public CausalLM {
     };
     to_f32(final_norm_);
     for (auto& L : layers_) {
-      for (Tensor* t : {&L.input_norm, &L.post_norm, &L.bq, &L.bk, &L.bv, &L.q_norm, &L.k_norm}) to_f32(*t);
+      for (Tensor* t : {&L.input_norm, &L.post_norm, &L.b_qkv, &L.q_norm, &L.k_norm}) to_f32(*t);
     }
     // Sliding-window layers: explicit layer_types, else Qwen2's rule (use_sliding_window and
     // layer index >= max_window_layers).
@@ -152,8 +160,7 @@ class QwenCausalLM final : public CausalLM {
     }
     for (auto& L : layers_) {
       for (Tensor* t : {&L.input_norm, &L.post_norm, &L.q_norm, &L.k_norm}) up(*t);
-      for (Tensor* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv, &L.w_gate_up, &L.w_down})
-        up_weight(*t);
+      for (Tensor* t : {&L.w_qkv, &L.wo, &L.b_qkv, &L.w_gate_up, &L.w_down}) up_weight(*t);
     }
     return {};
   }
@@ -261,6 +268,18 @@ class QwenCausalLM final : public CausalLM {
     } else if (!b.deepstack_embeds.empty() || b.mm_embeds.defined()) {
       return core::invalid_argument("multimodal embeddings without rows");
     }
+    // The fused q/k/v output [T, (Hq + 2*Hkv)*D] is split into contiguous q, k, v by row gathers over
+    // its view as [T * (group + 2), Hkv*D] rows: token t's q is rows t*(group+2) + 0..group-1, its k
+    // row t*(group+2) + group, its v the next one.
+    const int64_t group = Hq / Hkv, per_token = group + 2;
+    std::vector<int32_t> q_rows(static_cast<size_t>(T * group)), k_rows(static_cast<size_t>(T)),
+        v_rows(static_cast<size_t>(T));
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t j = 0; j < group; ++j)
+        q_rows[static_cast<size_t>(t * group + j)] = static_cast<int32_t>(t * per_token + j);
+      k_rows[static_cast<size_t>(t)] = static_cast<int32_t>(t * per_token + group);
+      v_rows[static_cast<size_t>(t)] = static_cast<int32_t>(t * per_token + group + 1);
+    }
     std::vector<int32_t> iota(static_cast<size_t>(std::max<int64_t>(mrope ? T : 0, N)));
     for (size_t i = 0; i < iota.size(); ++i) iota[i] = static_cast<int32_t>(i);
     auto emit = [&](std::string_view name, const Tensor& t) {
@@ -268,7 +287,7 @@ class QwenCausalLM final : public CausalLM {
     };
 
     ops_.prepare_indices({b.token_ids, b.positions, b.slot_mapping, b.q_indptr, b.kv_lens, b.block_table,
-                          b.logits_rows, iota, mm_perm, ds_perm});
+                          b.logits_rows, iota, mm_perm, ds_perm, q_rows, k_rows, v_rows});
     ops::PagedAttentionParams attn;
     attn.q_indptr = b.q_indptr;
     attn.kv_lens = b.kv_lens;
@@ -304,6 +323,8 @@ class QwenCausalLM final : public CausalLM {
     // Activations: x/residual [T, H]; h normed [T, H]; q [T, Hq, D]; k, v [T, Hkv, D].
     Tensor residual = ops_.empty({T, H}, act_dt);
     Tensor h = ops_.empty({T, H}, act_dt);
+    Tensor qkv = ops_.empty({T, (Hq + 2 * Hkv) * D}, act_dt);
+    Tensor qkv_rows = qkv.reshape({T * per_token, Hkv * D});
     Tensor q = ops_.empty({T, Hq * D}, act_dt);
     Tensor k = ops_.empty({T, Hkv * D}, act_dt);
     Tensor v = ops_.empty({T, Hkv * D}, act_dt);
@@ -357,9 +378,13 @@ class QwenCausalLM final : public CausalLM {
       } else {
         close_layer(li - 1, L.input_norm);  // proj = previous MLP output
       }
-      ops_.linear(h, L.wq, L.bq, q);
-      ops_.linear(h, L.wk, L.bk, k);
-      ops_.linear(h, L.wv, L.bv, v);
+      ops_.linear(h, L.w_qkv, L.b_qkv, qkv);
+      Tensor q_split = q.reshape({T * group, Hkv * D});
+      Tensor k_split = k.reshape({T, Hkv * D});
+      Tensor v_split = v.reshape({T, Hkv * D});
+      ops_.embedding(qkv_rows, q_rows, q_split);
+      ops_.embedding(qkv_rows, k_rows, k_split);
+      ops_.embedding(qkv_rows, v_rows, v_split);
       Tensor q3 = q.reshape({T, Hq, D});
       Tensor k3 = k.reshape({T, Hkv, D});
       if (cfg_.qk_norm) {  // per-head RMSNorm over head_dim, before rotary
