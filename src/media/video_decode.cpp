@@ -31,10 +31,10 @@ core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "core/check.h"
+#include "media/av_input.h"
 
 extern "C" {
 #include <libavcodec/avcodec.h>
@@ -53,107 +53,18 @@ bool video_supported() {
 
 namespace {
 
-// ffmpeg logs every bitstream problem to stderr; for us a corrupt upload is a Status returned to the
-// caller, so the (process-wide) log level is lowered to fatal once, on first use of the video decoder.
-void quiet_ffmpeg_logs() {
-  static std::once_flag once;
-  std::call_once(once, [] { av_log_set_level(AV_LOG_FATAL); });
-}
-
-std::string av_error_text(int err) {
-  char buf[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(err, buf, sizeof(buf));
-  return buf;
-}
-
-// Read/seek callbacks over the caller's bytes; the span outlives the demuxer (Demuxer owns neither).
-struct MemoryReader {
-  std::span<const uint8_t> bytes;
-  int64_t pos = 0;
-
-  static int read(void* opaque, uint8_t* buf, int size) {
-    auto* r = static_cast<MemoryReader*>(opaque);
-    const int64_t left = static_cast<int64_t>(r->bytes.size()) - r->pos;
-    if (left <= 0) return AVERROR_EOF;
-    const int n = static_cast<int>(std::min<int64_t>(left, size));
-    std::memcpy(buf, r->bytes.data() + r->pos, static_cast<size_t>(n));
-    r->pos += n;
-    return n;
-  }
-
-  static int64_t seek(void* opaque, int64_t offset, int whence) {
-    auto* r = static_cast<MemoryReader*>(opaque);
-    const auto size = static_cast<int64_t>(r->bytes.size());
-    int64_t target = 0;
-    switch (whence & ~AVSEEK_FORCE) {
-      case AVSEEK_SIZE: return size;
-      case SEEK_SET: target = offset; break;
-      case SEEK_CUR: target = r->pos + offset; break;
-      case SEEK_END: target = size + offset; break;
-      default: return AVERROR(EINVAL);
-    }
-    if (target < 0 || target > size) return AVERROR(EINVAL);
-    r->pos = target;
-    return target;
-  }
-};
-
-struct FormatCloser {
-  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
-};
-struct IoCloser {
-  void operator()(AVIOContext* io) const {
-    av_freep(&io->buffer);
-    avio_context_free(&io);
-  }
-};
-struct CodecCloser {
-  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
-};
-struct PacketCloser {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
-struct FrameCloser {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
-};
 struct SwsCloser {
   void operator()(SwsContext* s) const { sws_freeContext(s); }
 };
 
 // An opened container with its best video stream selected and checked against the limits.
-// Members are declared so that the format context closes before the IO context it reads from.
 class Demuxer {
  public:
   static core::Expected<std::unique_ptr<Demuxer>> open(std::span<const uint8_t> bytes,
                                                        const VideoLimits& limits) {
-    quiet_ffmpeg_logs();
-    if (bytes.empty()) return core::invalid_argument("video: empty input");
-    if (static_cast<int64_t>(bytes.size()) > limits.max_bytes) {
-      return core::out_of_range("video: " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
-                                std::to_string(limits.max_bytes));
-    }
     auto d = std::unique_ptr<Demuxer>(new Demuxer());
-    d->reader_.bytes = bytes;
-    constexpr int kIoBufferSize = 64 << 10;
-    auto* buf = static_cast<uint8_t*>(av_malloc(kIoBufferSize));
-    if (buf == nullptr) return core::resource_exhausted("video: out of memory");
-    d->io_.reset(avio_alloc_context(buf, kIoBufferSize, 0, &d->reader_, &MemoryReader::read, nullptr,
-                                    &MemoryReader::seek));
-    if (!d->io_) {
-      av_free(buf);
-      return core::resource_exhausted("video: out of memory");
-    }
-    AVFormatContext* fmt = avformat_alloc_context();
-    if (fmt == nullptr) return core::resource_exhausted("video: out of memory");
-    fmt->pb = d->io_.get();
-    fmt->flags |= AVFMT_FLAG_CUSTOM_IO;
-    int err = avformat_open_input(&fmt, nullptr, nullptr, nullptr);  // frees fmt on failure
-    if (err < 0) {
-      return core::corrupt_data("video: not a recognised or readable container (" + av_error_text(err) + ")");
-    }
-    d->fmt_.reset(fmt);
-    err = avformat_find_stream_info(fmt, nullptr);
-    if (err < 0) return core::corrupt_data("video: cannot read stream info (" + av_error_text(err) + ")");
+    LOOM_ASSIGN_OR_RETURN(d->input_, av::MemoryInput::open(bytes, limits.max_bytes, "video", "container"));
+    AVFormatContext* fmt = d->input_->fmt();
     const int si = av_find_best_stream(fmt, AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
     if (si < 0) return core::unsupported("video: the container has no video stream");
     d->stream_ = fmt->streams[si];
@@ -170,14 +81,12 @@ class Demuxer {
     return d;
   }
 
-  AVFormatContext* fmt() const { return fmt_.get(); }
+  AVFormatContext* fmt() const { return input_->fmt(); }
   AVStream* stream() const { return stream_; }
 
  private:
   Demuxer() = default;
-  MemoryReader reader_;
-  std::unique_ptr<AVIOContext, IoCloser> io_;
-  std::unique_ptr<AVFormatContext, FormatCloser> fmt_;
+  std::unique_ptr<av::MemoryInput> input_;
   AVStream* stream_ = nullptr;
 };
 
@@ -242,7 +151,7 @@ class RgbConverter {
       sws_.reset();
       const char* name = av_get_pix_fmt_name(fmt);
       return core::unsupported(std::string("video: cannot convert pixel format ") +
-                               (name ? name : "unknown") + " to RGB (" + av_error_text(err) + ")");
+                               (name ? name : "unknown") + " to RGB (" + av::error_text(err) + ")");
     }
     w_ = w;
     h_ = h;
@@ -263,14 +172,14 @@ core::Expected<VideoInfo> probe_video(std::span<const uint8_t> bytes, const Vide
   info.width = st->codecpar->width;
   info.height = st->codecpar->height;
   info.fps = stream_fps(st);
-  std::unique_ptr<AVPacket, PacketCloser> pkt(av_packet_alloc());
+  std::unique_ptr<AVPacket, av::PacketCloser> pkt(av_packet_alloc());
   if (!pkt) return core::resource_exhausted("video: out of memory");
   // Exact frame count: one packet per frame for every codec/container we accept (the tests check it
   // against ffprobe's decoded-frame count); header counts (nb_frames) are absent in webm/mkv.
   for (;;) {
     const int err = av_read_frame(d->fmt(), pkt.get());
     if (err == AVERROR_EOF) break;
-    if (err < 0) return core::corrupt_data("video: cannot read packets (" + av_error_text(err) + ")");
+    if (err < 0) return core::corrupt_data("video: cannot read packets (" + av::error_text(err) + ")");
     if (pkt->stream_index == st->index && pkt->size > 0) ++info.num_frames;
     av_packet_unref(pkt.get());
     if (info.num_frames > limits.max_frames_decoded) {
@@ -307,7 +216,7 @@ core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint
     return core::unsupported(std::string("video: no decoder for codec ") +
                              avcodec_get_name(st->codecpar->codec_id));
   }
-  std::unique_ptr<AVCodecContext, CodecCloser> ctx(avcodec_alloc_context3(codec));
+  std::unique_ptr<AVCodecContext, av::CodecCloser> ctx(avcodec_alloc_context3(codec));
   if (!ctx) return core::resource_exhausted("video: out of memory");
   if (avcodec_parameters_to_context(ctx.get(), st->codecpar) < 0) {
     return core::corrupt_data("video: invalid codec parameters");
@@ -322,10 +231,10 @@ core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint
   // Report bitstream errors instead of concealing them: corrupt media must fail, not yield garbage.
   ctx->err_recognition |= AV_EF_EXPLODE;
   int err = avcodec_open2(ctx.get(), codec, nullptr);
-  if (err < 0) return core::unsupported("video: cannot open the decoder (" + av_error_text(err) + ")");
+  if (err < 0) return core::unsupported("video: cannot open the decoder (" + av::error_text(err) + ")");
 
-  std::unique_ptr<AVPacket, PacketCloser> pkt(av_packet_alloc());
-  std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());
+  std::unique_ptr<AVPacket, av::PacketCloser> pkt(av_packet_alloc());
+  std::unique_ptr<AVFrame, av::FrameCloser> frame(av_frame_alloc());
   if (!pkt || !frame) return core::resource_exhausted("video: out of memory");
   RgbConverter converter;
   const int64_t start_pts = st->start_time != AV_NOPTS_VALUE ? st->start_time : 0;
@@ -336,7 +245,7 @@ core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint
     for (;;) {
       const int r = avcodec_receive_frame(ctx.get(), frame.get());
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return true;
-      if (r < 0) return core::corrupt_data("video: decoding failed (" + av_error_text(r) + ")");
+      if (r < 0) return core::corrupt_data("video: decoding failed (" + av::error_text(r) + ")");
       if ((frame->flags & AV_FRAME_FLAG_CORRUPT) != 0 || frame->decode_error_flags != 0) {
         return core::corrupt_data("video: frame " + std::to_string(n) + " is corrupt");
       }
@@ -359,7 +268,7 @@ core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint
   while (more) {
     err = av_read_frame(d->fmt(), pkt.get());
     if (err == AVERROR_EOF) break;
-    if (err < 0) return core::corrupt_data("video: cannot read packets (" + av_error_text(err) + ")");
+    if (err < 0) return core::corrupt_data("video: cannot read packets (" + av::error_text(err) + ")");
     if (pkt->stream_index != st->index) {
       av_packet_unref(pkt.get());
       continue;
@@ -369,14 +278,14 @@ core::Expected<std::vector<VideoFrame>> decode_video_frames(std::span<const uint
     // drain() below always reads until EAGAIN, so the decoder never refuses input with EAGAIN here.
     if (err < 0) {
       return core::corrupt_data("video: decoding failed at frame " + std::to_string(n) + " (" +
-                                av_error_text(err) + ")");
+                                av::error_text(err) + ")");
     }
     LOOM_ASSIGN_OR_RETURN(more, drain());
   }
   if (more) {
     err = avcodec_send_packet(ctx.get(), nullptr);  // flush the frames the decoder still holds
     if (err < 0 && err != AVERROR_EOF) {
-      return core::corrupt_data("video: decoding failed (" + av_error_text(err) + ")");
+      return core::corrupt_data("video: decoding failed (" + av::error_text(err) + ")");
     }
     LOOM_ASSIGN_OR_RETURN(more, drain());
   }
