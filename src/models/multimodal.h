@@ -42,7 +42,19 @@ struct MediaItem {
   // their own decoder; the GPU tests use it with pre-decoded frames, as their build has no ffmpeg).
   std::function<core::Expected<std::vector<media::Image>>(std::span<const int64_t>)> decode_frames;
   std::string where;  // the request location, for error messages ("messages[0].content[1]")
+
+  bool is_image() const { return kind == Kind::kImage; }
+  bool is_video() const { return kind == Kind::kVideo; }
+  bool is_frame_list() const { return kind == Kind::kVideo && !video_bytes && !decode_frames; }
 };
+
+// The frames at `indices` (positions in presentation order, from 0) of a video item, in the order of
+// `indices`: decoded from video_bytes (media::decode_video_frames) or by decode_frames, or taken from
+// a frame list (timestamp 0: a list carries no timing). Errors, prefixed with item.where:
+// InvalidArgument (not a video, a negative index), OutOfRange (past the last frame), and the decoder's.
+core::Expected<std::vector<media::VideoFrame>> decode_item_frames(const MediaItem& item,
+                                                                  std::span<const int64_t> indices,
+                                                                  const media::VideoLimits& limits = {});
 
 // One run of placeholder tokens and the encoder rows that replace their embeddings.
 struct MultimodalSpan {

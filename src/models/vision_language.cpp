@@ -151,7 +151,8 @@ std::vector<std::pair<int64_t, int64_t>> VisionLanguageModel::pad_runs(std::span
 core::Expected<VisionLanguageModel::Frames> VisionLanguageModel::video_frames(const MediaItem& item,
                                                                               const FrameSampler& sample) {
   Frames f;
-  if (!item.frames.empty()) {
+  if (item.is_frame_list()) {
+    if (item.frames.empty()) return core::invalid_argument(item.where + ": video without data");
     f.width = item.frames[0].width;
     f.height = item.frames[0].height;
     for (const auto& im : item.frames) {
@@ -165,19 +166,10 @@ core::Expected<VisionLanguageModel::Frames> VisionLanguageModel::video_frames(co
     for (size_t i = 0; i < item.frames.size(); ++i) f.indices.push_back(static_cast<int64_t>(i));
     return f;
   }
-  if (!item.video_bytes && !item.decode_frames)
-    return core::invalid_argument(item.where + ": video without data");
   auto indices = sample(item.video_info);
   if (!indices.ok()) return indices.status().with_context(item.where);
-  if (item.decode_frames) {
-    auto images = item.decode_frames(*indices);
-    if (!images.ok()) return images.status().with_context(item.where);
-    f.owned = std::move(*images);
-  } else {
-    auto frames = media::decode_video_frames(*item.video_bytes, *indices);
-    if (!frames.ok()) return frames.status().with_context(item.where);
-    for (auto& fr : *frames) f.owned.push_back(std::move(fr.image));
-  }
+  LOOM_ASSIGN_OR_RETURN(std::vector<media::VideoFrame> frames, decode_item_frames(item, *indices));
+  for (auto& fr : frames) f.owned.push_back(std::move(fr.image));
   f.indices = std::move(*indices);
   f.width = item.video_info.width;
   f.height = item.video_info.height;

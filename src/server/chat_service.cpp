@@ -203,16 +203,8 @@ core::Expected<ChatResult> ChatService::complete(const ChatRequest& req, const D
   std::shared_ptr<const models::MultimodalPrompt> mm;
   if (model.multimodal()) {
     std::vector<models::MediaItem> items;
-    for (auto& in : inputs.items) {
-      models::MediaItem it;
-      it.kind = in.is_image() ? models::MediaItem::Kind::kImage : models::MediaItem::Kind::kVideo;
-      it.image = std::move(in.image);
-      it.video_bytes = in.video_bytes;
-      it.video_info = in.video_info;
-      it.frames = std::move(in.frames);
-      it.where = in.location;
-      items.push_back(std::move(it));
-    }
+    items.reserve(inputs.items.size());
+    for (auto& in : inputs.items) items.push_back(std::move(static_cast<models::MediaItem&>(in)));
     auto prepared = model.prepare_multimodal(prompt, *tokenizer_, items);
     if (!prepared.ok()) return prepared.status();
     result.prompt_token_ids = prepared->token_ids;

@@ -113,27 +113,27 @@ core::Expected<MultimodalInputs> load_multimodal_inputs(const ChatRequest& req,
       MediaItem item;
       item.message_index = static_cast<int32_t>(i);
       item.part_index = static_cast<int32_t>(j);
-      item.location = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
+      item.where = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
       if (type == "image_url" || type == "image") {
-        item.kind = MediaItem::kImage;
+        item.kind = MediaItem::Kind::kImage;
         std::string url, field;
         if (type == "image_url") {
-          std::tie(url, field) = openai_url(part, "image_url", item.location);
+          std::tie(url, field) = openai_url(part, "image_url", item.where);
         } else {
           const bool own = part.contains("image") && !part["image"].is_null();
-          field = item.location + (own ? ".image" : ".url");
+          field = item.where + (own ? ".image" : ".url");
           url = part[own ? "image" : "url"].get<std::string>();
         }
         LOOM_ASSIGN_OR_RETURN(item.image, load_image(url, field, config.policy));
         item.urls = {url};
       } else if (type == "video_url" || type == "video") {
-        item.kind = MediaItem::kVideo;
+        item.kind = MediaItem::Kind::kVideo;
         if (type == "video_url") {
-          auto [url, field] = openai_url(part, "video_url", item.location);
+          auto [url, field] = openai_url(part, "video_url", item.where);
           LOOM_RETURN_IF_ERROR(load_video_file(item, url, field, config));
         } else {
           const bool own = part.contains("video") && !part["video"].is_null();
-          const std::string field = item.location + (own ? ".video" : ".url");
+          const std::string field = item.where + (own ? ".video" : ".url");
           const ojson& v = part[own ? "video" : "url"];
           if (v.is_array()) {
             LOOM_RETURN_IF_ERROR(load_frame_list(item, v, field, config));
@@ -142,37 +142,11 @@ core::Expected<MultimodalInputs> load_multimodal_inputs(const ChatRequest& req,
           }
         }
       } else {
-        return core::unsupported("'" + item.location + "': '" + type +
+        return core::unsupported("'" + item.where + "': '" + type +
                                  "' content parts are not supported yet (images and videos only)");
       }
       out.items.push_back(std::move(item));
     }
-  }
-  return out;
-}
-
-core::Expected<std::vector<media::VideoFrame>> decode_video_item_frames(const MediaItem& item,
-                                                                        std::span<const int64_t> indices,
-                                                                        const media::VideoLimits& limits) {
-  if (!item.is_video()) return core::invalid_argument("'" + item.location + "' is not a video");
-  if (!item.is_frame_list()) {
-    auto frames = media::decode_video_frames(*item.video_bytes, indices, limits);
-    if (!frames.ok()) return frames.status().with_context(item.location);
-    return std::move(*frames);
-  }
-  std::vector<media::VideoFrame> out;
-  out.reserve(indices.size());
-  for (int64_t idx : indices) {
-    if (idx < 0)
-      return core::invalid_argument("'" + item.location + "': negative frame index " + std::to_string(idx));
-    if (idx >= static_cast<int64_t>(item.frames.size()))
-      return core::out_of_range("'" + item.location + "': frame index " + std::to_string(idx) +
-                                " is past the last of its " + std::to_string(item.frames.size()) + " frames");
-    media::VideoFrame f;
-    f.index = idx;
-    f.timestamp_s = 0.0;
-    f.image = item.frames[static_cast<size_t>(idx)];
-    out.push_back(std::move(f));
   }
   return out;
 }

@@ -1,4 +1,4 @@
-// load_multimodal_inputs / decode_video_item_frames: items in conversation order, pixels equal to the
+// load_multimodal_inputs / models::decode_item_frames: items in conversation order, pixels equal to the
 // media layer's Pillow/ffmpeg goldens (exact: decoding is bit-exact there), the local-path policy,
 // data URLs, per-prompt limits and error locations.
 #include <gtest/gtest.h>
@@ -84,11 +84,11 @@ TEST(MultimodalInput, CorpusItemsInTransformersOrder) {
     for (const MediaItem& item : in->items) {
       EXPECT_TRUE(item.message_index > last_msg ||
                   (item.message_index == last_msg && item.part_index > last_part))
-          << "items out of conversation order at " << item.location;
+          << "items out of conversation order at " << item.where;
       last_msg = item.message_index;
       last_part = item.part_index;
-      EXPECT_EQ(item.location, "messages[" + std::to_string(item.message_index) + "].content[" +
-                                   std::to_string(item.part_index) + "]");
+      EXPECT_EQ(item.where, "messages[" + std::to_string(item.message_index) + "].content[" +
+                                std::to_string(item.part_index) + "]");
       if (item.is_image()) {
         ASSERT_LT(ni, want_images.size());
         // transformers keeps file:// URLs as given; the item keeps the URL as sent too.
@@ -130,13 +130,14 @@ TEST(MultimodalInput, MultiTurnOrderAcrossMessages) {
   auto in = load(conversation("multi_turn"));
   ASSERT_TRUE(in.ok()) << in.status().to_string();
   ASSERT_EQ(in->items.size(), 4u);
-  const std::pair<MediaItem::Kind, const char*> want[] = {{MediaItem::kImage, "messages[1].content[0]"},
-                                                          {MediaItem::kImage, "messages[3].content[1]"},
-                                                          {MediaItem::kVideo, "messages[3].content[2]"},
-                                                          {MediaItem::kVideo, "messages[5].content[0]"}};
+  const std::pair<MediaItem::Kind, const char*> want[] = {
+      {MediaItem::Kind::kImage, "messages[1].content[0]"},
+      {MediaItem::Kind::kImage, "messages[3].content[1]"},
+      {MediaItem::Kind::kVideo, "messages[3].content[2]"},
+      {MediaItem::Kind::kVideo, "messages[5].content[0]"}};
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(in->items[i].kind, want[i].first);
-    EXPECT_EQ(in->items[i].location, want[i].second);
+    EXPECT_EQ(in->items[i].where, want[i].second);
   }
 }
 
@@ -150,7 +151,7 @@ TEST(MultimodalInput, VideoFramesOnDemandMatchFfmpeg) {
     const MediaItem& v = in->items.at(0);
     const auto g = video_golden(file);
     const std::vector<int64_t> idx = g["frames"].get<std::vector<int64_t>>();
-    auto frames = decode_video_item_frames(v, idx);
+    auto frames = models::decode_item_frames(v, idx);
     ASSERT_TRUE(frames.ok()) << frames.status().to_string();
     ASSERT_EQ(frames->size(), idx.size());
     const std::string rgb = testing::read_file(
@@ -169,7 +170,7 @@ TEST(MultimodalInput, VideoFramesOnDemandMatchFfmpeg) {
     auto sampled = media::qwen_sample_frame_indices(v.video_info, media::FrameSampling{});
     ASSERT_TRUE(sampled.ok());
     EXPECT_EQ(*sampled, g["sampling"][0]["indices"].get<std::vector<int64_t>>());
-    auto past = decode_video_item_frames(v, std::vector<int64_t>{v.video_info.num_frames});
+    auto past = models::decode_item_frames(v, std::vector<int64_t>{v.video_info.num_frames});
     EXPECT_EQ(past.status().code(), core::StatusCode::kOutOfRange);
     EXPECT_NE(past.status().message().find("messages[0].content[0]"), std::string::npos);
   }
@@ -185,17 +186,17 @@ TEST(MultimodalInput, FrameListVideo) {
   EXPECT_EQ(v.video_info.width, 13);
   EXPECT_EQ(v.video_info.height, 7);
   EXPECT_EQ(v.video_info.fps, 0.0);
-  auto frames = decode_video_item_frames(v, std::vector<int64_t>{2, 0, 2});
+  auto frames = models::decode_item_frames(v, std::vector<int64_t>{2, 0, 2});
   ASSERT_TRUE(frames.ok()) << frames.status().to_string();
   ASSERT_EQ(frames->size(), 3u);
   EXPECT_EQ((*frames)[0].index, 2);
   EXPECT_TRUE((*frames)[0].image.rgb == v.frames[2].rgb);
   EXPECT_TRUE((*frames)[1].image.rgb == v.frames[0].rgb);
-  EXPECT_EQ(decode_video_item_frames(v, std::vector<int64_t>{3}).status().code(),
+  EXPECT_EQ(models::decode_item_frames(v, std::vector<int64_t>{3}).status().code(),
             core::StatusCode::kOutOfRange);
-  EXPECT_EQ(decode_video_item_frames(v, std::vector<int64_t>{-1}).status().code(),
+  EXPECT_EQ(models::decode_item_frames(v, std::vector<int64_t>{-1}).status().code(),
             core::StatusCode::kInvalidArgument);
-  EXPECT_EQ(decode_video_item_frames(in->items[1], std::vector<int64_t>{0}).status().code(),
+  EXPECT_EQ(models::decode_item_frames(in->items[1], std::vector<int64_t>{0}).status().code(),
             core::StatusCode::kInvalidArgument);  // an image
 }
 
