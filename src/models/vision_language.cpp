@@ -26,7 +26,8 @@ core::Tensor VisionLanguageModel::to_host_activations(const core::Tensor& t) {
   core::Tensor h = ops.to_host(t);
   const core::DType want = ops.activation_dtype();
   if (h.dtype() == want) {
-    // A view into the backend's memory (the CPU returns its tensor): copy so it outlives the step.
+    if (h.data() != t.data()) return h;  // to_host already made a fresh copy (a device backend)
+    // The backend's own tensor (the CPU returns it as is): copy so it outlives the tower's buffers.
     core::Tensor copy = core::Tensor::empty(h.shape(), h.dtype());
     std::memcpy(copy.data(), h.data(), h.nbytes());
     return copy;
