@@ -55,6 +55,78 @@ struct Symbols {
   }
 };
 
+// Every sub-expression of `e` (arguments of calls, filters and tests included), in the order
+// jinja2's NodeVisitor.generic_visit walks them; leaves (constants, names, namespace refs) have none.
+template <class Fn>
+void for_each_child(const Expr* e, Fn&& visit) {
+  auto call_args = [&](const CallArgsNode& a) {
+    for (const auto& x : a.args) visit(x.get());
+    for (const auto& kv : a.kwargs) visit(kv.second.get());
+    visit(a.dyn_args.get());
+    visit(a.dyn_kwargs.get());
+  };
+  switch (e->kind) {
+    case ExprKind::kConst:
+    case ExprKind::kName:
+    case ExprKind::kNsRef: break;
+    case ExprKind::kTuple:
+      for (const auto& i : static_cast<const TupleExpr*>(e)->items) visit(i.get());
+      break;
+    case ExprKind::kList:
+      for (const auto& i : static_cast<const ListExpr*>(e)->items) visit(i.get());
+      break;
+    case ExprKind::kDict:
+      for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
+        visit(k.get());
+        visit(v.get());
+      }
+      break;
+    case ExprKind::kGetattr: visit(static_cast<const GetattrExpr*>(e)->obj.get()); break;
+    case ExprKind::kGetitem:
+      visit(static_cast<const GetitemExpr*>(e)->obj.get());
+      visit(static_cast<const GetitemExpr*>(e)->arg.get());
+      break;
+    case ExprKind::kSlice: {
+      const auto* s = static_cast<const SliceExpr*>(e);
+      visit(s->start.get());
+      visit(s->stop.get());
+      visit(s->step.get());
+      break;
+    }
+    case ExprKind::kCall:
+      visit(static_cast<const CallExpr*>(e)->callee.get());
+      call_args(static_cast<const CallExpr*>(e)->args);
+      break;
+    case ExprKind::kFilter:
+      visit(static_cast<const FilterExpr*>(e)->operand.get());
+      call_args(static_cast<const FilterExpr*>(e)->args);
+      break;
+    case ExprKind::kTest:
+      visit(static_cast<const TestExpr*>(e)->operand.get());
+      call_args(static_cast<const TestExpr*>(e)->args);
+      break;
+    case ExprKind::kCondExpr: {
+      const auto* c = static_cast<const CondExpr*>(e);
+      visit(c->test.get());
+      visit(c->then_expr.get());
+      visit(c->else_expr.get());
+      break;
+    }
+    case ExprKind::kBinary:
+      visit(static_cast<const BinaryExpr*>(e)->left.get());
+      visit(static_cast<const BinaryExpr*>(e)->right.get());
+      break;
+    case ExprKind::kUnary: visit(static_cast<const UnaryExpr*>(e)->operand.get()); break;
+    case ExprKind::kCompare:
+      visit(static_cast<const CompareExpr*>(e)->first.get());
+      for (const auto& [op, rhs] : static_cast<const CompareExpr*>(e)->ops) visit(rhs.get());
+      break;
+    case ExprKind::kConcat:
+      for (const auto& i : static_cast<const ConcatExpr*>(e)->items) visit(i.get());
+      break;
+  }
+}
+
 // jinja2.idtracking.FrameSymbolVisitor: the names one frame's own code touches.
 class FrameVisitor {
  public:
@@ -76,61 +148,10 @@ class FrameVisitor {
         break;
       }
       case ExprKind::kNsRef: sym_->load(static_cast<const NsRefExpr*>(e)->name); break;
-      case ExprKind::kTuple:
+      case ExprKind::kTuple:  // an unpacking target passes the parameter context on
         for (const auto& i : static_cast<const TupleExpr*>(e)->items) expr(i.get(), store_as_param);
         break;
-      case ExprKind::kList:
-        for (const auto& i : static_cast<const ListExpr*>(e)->items) expr(i.get());
-        break;
-      case ExprKind::kDict:
-        for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
-          expr(k.get());
-          expr(v.get());
-        }
-        break;
-      case ExprKind::kGetattr: expr(static_cast<const GetattrExpr*>(e)->obj.get()); break;
-      case ExprKind::kGetitem:
-        expr(static_cast<const GetitemExpr*>(e)->obj.get());
-        expr(static_cast<const GetitemExpr*>(e)->arg.get());
-        break;
-      case ExprKind::kSlice: {
-        const auto* s = static_cast<const SliceExpr*>(e);
-        expr(s->start.get());
-        expr(s->stop.get());
-        expr(s->step.get());
-        break;
-      }
-      case ExprKind::kCall:
-        expr(static_cast<const CallExpr*>(e)->callee.get());
-        args(static_cast<const CallExpr*>(e)->args);
-        break;
-      case ExprKind::kFilter:
-        expr(static_cast<const FilterExpr*>(e)->operand.get());
-        args(static_cast<const FilterExpr*>(e)->args);
-        break;
-      case ExprKind::kTest:
-        expr(static_cast<const TestExpr*>(e)->operand.get());
-        args(static_cast<const TestExpr*>(e)->args);
-        break;
-      case ExprKind::kCondExpr: {
-        const auto* c = static_cast<const CondExpr*>(e);
-        expr(c->test.get());
-        expr(c->then_expr.get());
-        expr(c->else_expr.get());
-        break;
-      }
-      case ExprKind::kBinary:
-        expr(static_cast<const BinaryExpr*>(e)->left.get());
-        expr(static_cast<const BinaryExpr*>(e)->right.get());
-        break;
-      case ExprKind::kUnary: expr(static_cast<const UnaryExpr*>(e)->operand.get()); break;
-      case ExprKind::kCompare:
-        expr(static_cast<const CompareExpr*>(e)->first.get());
-        for (const auto& [op, rhs] : static_cast<const CompareExpr*>(e)->ops) expr(rhs.get());
-        break;
-      case ExprKind::kConcat:
-        for (const auto& i : static_cast<const ConcatExpr*>(e)->items) expr(i.get());
-        break;
+      default: for_each_child(e, [this](const Expr* c) { expr(c); });
     }
   }
 
@@ -223,63 +244,7 @@ class UndeclaredFinder {
         }
         break;
       }
-      case ExprKind::kTuple:
-        for (const auto& i : static_cast<const TupleExpr*>(e)->items) expr(i.get());
-        break;
-      case ExprKind::kList:
-        for (const auto& i : static_cast<const ListExpr*>(e)->items) expr(i.get());
-        break;
-      case ExprKind::kDict:
-        for (const auto& [k, v] : static_cast<const DictExpr*>(e)->items) {
-          expr(k.get());
-          expr(v.get());
-        }
-        break;
-      case ExprKind::kGetattr: expr(static_cast<const GetattrExpr*>(e)->obj.get()); break;
-      case ExprKind::kGetitem:
-        expr(static_cast<const GetitemExpr*>(e)->obj.get());
-        expr(static_cast<const GetitemExpr*>(e)->arg.get());
-        break;
-      case ExprKind::kSlice: {
-        const auto* s = static_cast<const SliceExpr*>(e);
-        expr(s->start.get());
-        expr(s->stop.get());
-        expr(s->step.get());
-        break;
-      }
-      case ExprKind::kCall:
-        expr(static_cast<const CallExpr*>(e)->callee.get());
-        args(static_cast<const CallExpr*>(e)->args);
-        break;
-      case ExprKind::kFilter:
-        expr(static_cast<const FilterExpr*>(e)->operand.get());
-        args(static_cast<const FilterExpr*>(e)->args);
-        break;
-      case ExprKind::kTest:
-        expr(static_cast<const TestExpr*>(e)->operand.get());
-        args(static_cast<const TestExpr*>(e)->args);
-        break;
-      case ExprKind::kCondExpr: {
-        const auto* c = static_cast<const CondExpr*>(e);
-        expr(c->test.get());
-        expr(c->then_expr.get());
-        expr(c->else_expr.get());
-        break;
-      }
-      case ExprKind::kBinary:
-        expr(static_cast<const BinaryExpr*>(e)->left.get());
-        expr(static_cast<const BinaryExpr*>(e)->right.get());
-        break;
-      case ExprKind::kUnary: expr(static_cast<const UnaryExpr*>(e)->operand.get()); break;
-      case ExprKind::kCompare:
-        expr(static_cast<const CompareExpr*>(e)->first.get());
-        for (const auto& [op, rhs] : static_cast<const CompareExpr*>(e)->ops) expr(rhs.get());
-        break;
-      case ExprKind::kConcat:
-        for (const auto& i : static_cast<const ConcatExpr*>(e)->items) expr(i.get());
-        break;
-      case ExprKind::kConst:
-      case ExprKind::kNsRef: break;
+      default: for_each_child(e, [this](const Expr* c) { expr(c); });
     }
   }
 
